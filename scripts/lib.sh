@@ -1,0 +1,57 @@
+# Shared by scripts/demo.sh and scripts/test.sh: install what is missing,
+# build and install convctx, and run commands as an unprivileged user
+# (PostgreSQL refuses to run as root).
+
+set -euo pipefail
+
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+PACKAGES=(make gcc libc6-dev postgresql-15 postgresql-client-15 postgresql-server-dev-15
+          postgresql-15-cron libipc-run-perl)
+
+# Run a command as root: directly when we are root, else through sudo.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+ensure_packages() {
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "== installing: ${missing[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+    fi
+}
+
+# The user that builds and runs PostgreSQL: ourselves, or "postgres" when
+# we are root.
+TEST_USER=$(id -un)
+[ "$(id -u)" -eq 0 ] && TEST_USER=postgres
+
+as_test_user() {
+    if [ "$(id -un)" = "$TEST_USER" ]; then
+        "$@"
+    else
+        runuser -u "$TEST_USER" -- env LANG="$LANG" LC_ALL="$LC_ALL" PG_CONFIG="$PG_CONFIG" "$@"
+    fi
+}
+
+# Copy the work tree to a fresh directory owned by the test user, build it
+# there warning-free, and install it into PostgreSQL 15. Sets STAGE.
+build_and_install() {
+    STAGE=$(mktemp -d /tmp/convctx-build.XXXXXX)
+    tar -C "$TOP" --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+        --exclude=results --exclude=output_iso --exclude=tmp_check -cf - . | tar -C "$STAGE" -xf -
+    chmod 755 "$STAGE"
+    [ "$(id -u)" -eq 0 ] && chown -R "$TEST_USER" "$STAGE"
+    echo "== building convctx in $STAGE"
+    as_test_user make -C "$STAGE" -s with_llvm=no \
+        PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers ${CONVCTX_EXTRA_CFLAGS:-}"
+    as_root make -C "$STAGE" -s install with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
+}

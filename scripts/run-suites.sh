@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set): each suite as its own
+# `make installcheck`, so a failing suite does not hide the next one; then
+# the diffs and logs of failures, and a final "N passed, N failed" line.
+set -uo pipefail
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+
+passed=0
+failed=0
+status=0
+
+run_suite() {
+    local name=$1; shift
+    local log="/tmp/convctx-suite-$name.$$.log" rc ok bad
+    echo "== $name"
+    make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    if [ "$name" = tap ]; then
+        ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
+        bad=$(grep -cE '^[[:space:]]*not ok [0-9]+' "$log" || true)
+    else
+        ok=$(grep -cE '\.\.\. ok' "$log" || true)
+        bad=$(grep -cE '\.\.\. FAILED' "$log" || true)
+    fi
+    # A suite that fails without a failed test (a crash, a missing file)
+    # still counts as a failure.
+    if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+    passed=$((passed + ok))
+    failed=$((failed + bad))
+    [ "$rc" -ne 0 ] && status=1
+    rm -f "$log"
+}
+
+run_suite regression ISOLATION= TAP_TESTS=
+run_suite isolation REGRESS= TAP_TESTS=
+if ls test/t/*.pl >/dev/null 2>&1; then
+    run_suite tap REGRESS= ISOLATION= PROVE_FLAGS=--verbose
+fi
+
+for f in regression.diffs output_iso/regression.diffs; do
+    if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi
+done
+if [ "$status" -ne 0 ] && [ -d tmp_check/log ]; then
+    for f in tmp_check/log/*; do echo "== $f"; tail -n 200 "$f"; done
+fi
+
+echo "convctx: $passed passed, $failed failed"
+exit $status

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Command 2: install what is missing, build and install convctx, and run the
+# whole test suite (regression, isolation, TAP) against a throwaway cluster.
+# Exits non-zero on any failure and prints the diffs and logs that say why.
+source "$(dirname "$0")/lib.sh"
+
+ensure_packages
+build_and_install
+cd "$STAGE"
+if as_test_user pg_virtualenv -v 15 bash scripts/run-suites.sh; then
+    cd / && rm -rf "$STAGE"
+else
+    echo "== the failed build and its test output are kept in $STAGE"
+    exit 1
+fi

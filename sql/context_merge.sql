@@ -1,0 +1,128 @@
+-- context_merge and context_aspect: the pure functions over context objects.
+
+-- NULL context means an empty one
+SELECT convctx.context_merge(NULL, ARRAY['a', 'b']);
+SELECT convctx.context_merge(NULL, NULL);
+SELECT convctx.context_merge('{}', ARRAY['a']);
+SELECT convctx.context_merge('{"activeNodeIds": []}', '{}');
+
+-- LRU order: present ids keep their order, a re-referenced id moves to the end,
+-- new ids are appended in the order given
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['b', 'd']);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['c']);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['a', 'b', 'c']);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['c', 'b', 'a']);
+
+-- duplicates within node_ids collapse to their first occurrence; NULL and '' are ignored
+SELECT convctx.context_merge(NULL, ARRAY['x', 'y', 'x', NULL, '', 'y', 'z']);
+SELECT convctx.context_merge('{"activeNodeIds": ["a"]}', ARRAY[NULL, '']::text[]);
+-- duplicates already in a stored list keep their most recent (last) position
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "a", "c", ""]}', ARRAY['d']);
+
+-- other keys are kept untouched, nested values included
+SELECT convctx.context_merge('{"activeNodeIds": ["a"], "flags": {"x": [1, {"y": null}]}, "v": 2}', ARRAY['b']);
+SELECT convctx.context_merge('{"flags": {"x": true}}', ARRAY['b']);
+
+-- ids are compared byte for byte: case, spaces and non-ASCII matter
+SELECT convctx.context_merge('{"activeNodeIds": ["IE:VAT", "ie:vat"]}', ARRAY['IE:VAT ', 'Überweisung', 'IE:VAT']);
+
+-- pruning: the least recently referenced ids go from the front
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['d', 'e'], 3);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', ARRAY['a'], 2);
+SELECT convctx.context_merge(NULL, ARRAY['a', 'b', 'c', 'd'], 2);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b", "c"]}', NULL, 1);
+-- max_nodes NULL falls back to convctx.max_active_nodes
+SET convctx.max_active_nodes = 2;
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b"]}', ARRAY['c']);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b"]}', ARRAY['c'], NULL);
+SELECT convctx.context_merge('{"activeNodeIds": ["a", "b"]}', ARRAY['c'], 5);
+RESET convctx.max_active_nodes;
+SELECT pg_catalog.jsonb_array_length(convctx.context_merge(NULL, (SELECT array_agg('n' || i) FROM generate_series(1, 300) i)) -> 'activeNodeIds');
+SELECT convctx.context_merge(NULL, (SELECT array_agg('n' || i) FROM generate_series(1, 300) i)) -> 'activeNodeIds' ->> 0;
+SET convctx.max_active_nodes = 0;
+SET convctx.max_active_nodes = 'many';
+SET convctx.max_active_nodse = 3;
+
+-- a large merge stays exact
+SELECT pg_catalog.jsonb_array_length(m -> 'activeNodeIds') AS n,
+       m -> 'activeNodeIds' ->> 0 AS first, m -> 'activeNodeIds' ->> 9999 AS last
+FROM (SELECT convctx.context_merge(
+          convctx.context_merge(NULL, (SELECT array_agg('n' || i) FROM generate_series(1, 10000) i), 100000),
+          (SELECT array_agg('n' || i) FROM generate_series(1, 10000, 2) i), 100000) AS m) s;
+
+-- errors: each is 22023 and names the problem
+SELECT convctx.context_merge('[]', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('"a"', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('null', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": "a"}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": {"a": 1}}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": null}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": ["a", 1]}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": ["a", null]}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{"activeNodeIds": [["a"]]}', ARRAY['a']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{}', ARRAY['a'], 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{}', ARRAY['a'], -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_merge('{}', ARRAY[['a', 'b'], ['c', 'd']]);
+\echo :LAST_ERROR_SQLSTATE
+
+-- context_aspect: the prompt paragraph
+SELECT convctx.context_aspect('{"activeNodeIds": ["vat", "vrt"]}',
+    '[{"id": "vrt", "prefLabel": "Vehicle Registration Tax (VRT)", "jurisdiction": "IE",
+       "shortDescription": "tax levied on registration of vehicles in Ireland."},
+      {"id": "vat", "prefLabel": "Value-Added Tax (VAT)", "jurisdiction": "IE",
+       "shortDescription": "general indirect tax on goods and services in Ireland."}]');
+-- label falls back to name, then id; no jurisdiction, no description; unknown ids by id
+SELECT convctx.context_aspect('{"activeNodeIds": ["a", "b", "c", "d", "e"]}',
+    '[{"id": "a", "name": "Name A", "shortDescription": ""},
+      {"id": "b", "prefLabel": "", "name": null, "jurisdiction": ""},
+      {"id": "c", "prefLabel": "Label C", "name": "Name C", "jurisdiction": "UK"},
+      {"id": "d", "prefLabel": "Label D", "extra": [1, 2]},
+      {"id": "d", "prefLabel": "second object for d is ignored"},
+      {"id": "zz", "prefLabel": "not active"}]');
+-- nodes NULL or empty: ids only; repeated and empty active ids are listed once / skipped
+SELECT convctx.context_aspect('{"activeNodeIds": ["a", "", "b", "a"]}', NULL);
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[]');
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}');
+-- no active ids: NULL
+SELECT convctx.context_aspect('{"activeNodeIds": []}', '[]') IS NULL AS is_null;
+SELECT convctx.context_aspect('{"other": 1}', '[{"id": "a"}]') IS NULL AS is_null;
+SELECT convctx.context_aspect('{"activeNodeIds": [""]}', NULL) IS NULL AS is_null;
+SELECT convctx.context_aspect(NULL, '[{"id": "a"}]') IS NULL AS is_null;
+-- errors
+SELECT convctx.context_aspect('[]', '[]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": [1]}', '[]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '{"id": "a"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '"a"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '["a"]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"prefLabel": "x"}]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": 7}]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "prefLabel": 3}]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "jurisdiction": ["IE"]}]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "shortDescription": {}}]');
+\echo :LAST_ERROR_SQLSTATE
+
+-- volatility and parallel safety as documented
+SELECT proname, provolatile, proparallel, proisstrict
+FROM pg_catalog.pg_proc
+WHERE pronamespace = 'convctx'::regnamespace
+ORDER BY proname;

@@ -1,0 +1,503 @@
+/*-------------------------------------------------------------------------
+ *
+ * context.c
+ *	  Pure functions over conversation context objects: shape checks, the
+ *	  LRU merge of referenced node ids, and the prompt paragraph.
+ *
+ * A context is a JSON object {"activeNodeIds": [string, ...], ...}. Keys
+ * other than activeNodeIds belong to the application and are carried
+ * through unchanged. activeNodeIds is ordered from least to most recently
+ * referenced. Everything here works on jsonb directly (no text round
+ * trip) and runs in time linear in the sizes of its inputs: duplicates are
+ * found with a hash set, never with nested loops.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/context.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "convctx.h"
+
+/* A node id borrowed from its jsonb or text[] input: not NUL-terminated. */
+typedef struct NodeIdKey
+{
+	const char *str;
+	int			len;
+} NodeIdKey;
+
+typedef struct NodeIdEntry
+{
+	NodeIdKey	key;
+	uint32		hash;
+	char		status;
+	bool		in_batch;		/* referenced by the ids being merged */
+	int			last_pos;		/* last position in the existing list */
+	int			node_index;		/* context_aspect: index of its node, or -1 */
+} NodeIdEntry;
+
+#define SH_PREFIX		nodeid
+#define SH_ELEMENT_TYPE NodeIdEntry
+#define SH_KEY_TYPE		NodeIdKey
+#define SH_KEY			key
+#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).str, (k).len)
+#define SH_EQUAL(tb, a, b) ((a).len == (b).len && memcmp((a).str, (b).str, (a).len) == 0)
+#define SH_STORE_HASH
+#define SH_GET_HASH(tb, a) ((a)->hash)
+#define SH_SCOPE		static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
+
+/* The ids of a context's activeNodeIds, in stored order. */
+typedef struct NodeIdList
+{
+	NodeIdKey  *ids;
+	int			count;
+} NodeIdList;
+
+static const char *
+JsonbValueTypeName(JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			return "null";
+		case jbvString:
+			return "string";
+		case jbvNumeric:
+			return "number";
+		case jbvBool:
+			return "boolean";
+		case jbvBinary:
+			return JsonContainerIsArray(v->val.binary.data) ? "array" : "object";
+		default:
+			return "value";
+	}
+}
+
+static const char *
+JsonbRootTypeName(Jsonb *jb)
+{
+	if (JB_ROOT_IS_SCALAR(jb))
+		return "scalar";
+	return JB_ROOT_IS_ARRAY(jb) ? "array" : "object";
+}
+
+/*
+ * Check that ctx is an object whose activeNodeIds, when present, is an
+ * array of strings, and return those strings (empty ones included).
+ * Errors are 22023 and name the problem.
+ */
+static NodeIdList
+ContextReadActiveIds(Jsonb *ctx)
+{
+	NodeIdList	list = {NULL, 0};
+	JsonbValue	found;
+	JsonbContainer *arr;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n;
+
+	if (!JB_ROOT_IS_OBJECT(ctx))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("context must be a JSON object"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
+
+	if (getKeyJsonValueFromContainer(&ctx->root, CONVCTX_ACTIVE_NODE_IDS,
+									 strlen(CONVCTX_ACTIVE_NODE_IDS), &found) == NULL)
+		return list;
+
+	if (found.type != jbvBinary || !JsonContainerIsArray(found.val.binary.data))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("context key \"%s\" must be a JSON array", CONVCTX_ACTIVE_NODE_IDS),
+				errdetail("Got a JSON %s.", JsonbValueTypeName(&found)));
+
+	arr = found.val.binary.data;
+	list.ids = palloc(sizeof(NodeIdKey) * Max(JsonContainerSize(arr), 1));
+
+	n = 0;
+	it = JsonbIteratorInit(arr);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvString)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("element %d of context key \"%s\" is not a string",
+						   n + 1, CONVCTX_ACTIVE_NODE_IDS),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		list.ids[n].str = v.val.string.val;
+		list.ids[n].len = v.val.string.len;
+		n++;
+	}
+	list.count = n;
+	return list;
+}
+
+/*
+ * Raise 22023 unless ctx has the shape of a conversation context.
+ */
+void
+ContextCheckShape(Jsonb *ctx)
+{
+	(void) ContextReadActiveIds(ctx);
+}
+
+static void
+PushString(JsonbParseState **state, JsonbIteratorToken tok, const char *str, int len)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) str;
+	v.val.string.len = len;
+	pushJsonbValue(state, tok, &v);
+}
+
+/*
+ * Merge node_ids into ctx (NULL means an empty context) and return the new
+ * context. Ids already present keep their relative order, ids referenced
+ * again move to the end, new ids are appended in the order given (first
+ * occurrence wins), NULL and empty ids are ignored, and when more than
+ * max_nodes remain the least recently referenced are dropped from the
+ * front. Keys other than activeNodeIds are kept unchanged.
+ */
+Jsonb *
+ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
+{
+	NodeIdList	existing = {NULL, 0};
+	Datum	   *batch_datums = NULL;
+	bool	   *batch_nulls = NULL;
+	int			batch_count = 0;
+	NodeIdKey  *batch;
+	int			batch_unique = 0;
+	NodeIdKey  *survivors;
+	int			survivor_count = 0;
+	nodeid_hash *set;
+	int			total;
+	int			skip;
+	int			i;
+	JsonbParseState *state = NULL;
+	JsonbValue *result;
+
+	Assert(max_nodes >= 1);
+
+	if (ctx != NULL)
+		existing = ContextReadActiveIds(ctx);
+
+	if (node_ids != NULL)
+	{
+		if (ARR_NDIM(node_ids) > 1)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node ids must be a one-dimensional array"));
+		deconstruct_array(node_ids, TEXTOID, -1, false, TYPALIGN_INT,
+						  &batch_datums, &batch_nulls, &batch_count);
+	}
+
+	set = nodeid_create(CurrentMemoryContext,
+						Max(existing.count + batch_count, 8), NULL);
+
+	/* The batch: unique non-empty ids, in the order given. */
+	batch = palloc(sizeof(NodeIdKey) * Max(batch_count, 1));
+	for (i = 0; i < batch_count; i++)
+	{
+		text	   *t;
+		NodeIdKey	key;
+		NodeIdEntry *e;
+		bool		found;
+
+		if (batch_nulls[i])
+			continue;
+		t = DatumGetTextPP(batch_datums[i]);
+		key.str = VARDATA_ANY(t);
+		key.len = VARSIZE_ANY_EXHDR(t);
+		if (key.len == 0)
+			continue;
+		e = nodeid_insert(set, key, &found);
+		if (found)
+			continue;
+		e->in_batch = true;
+		e->last_pos = -1;
+		batch[batch_unique++] = key;
+	}
+
+	/* Existing ids not referenced again, each at its last occurrence. */
+	for (i = 0; i < existing.count; i++)
+	{
+		NodeIdEntry *e;
+		bool		found;
+
+		if (existing.ids[i].len == 0)
+			continue;
+		e = nodeid_insert(set, existing.ids[i], &found);
+		if (!found)
+			e->in_batch = false;
+		if (!e->in_batch)
+			e->last_pos = i;
+	}
+	survivors = palloc(sizeof(NodeIdKey) * Max(existing.count, 1));
+	for (i = 0; i < existing.count; i++)
+	{
+		NodeIdEntry *e;
+
+		if (existing.ids[i].len == 0)
+			continue;
+		e = nodeid_lookup(set, existing.ids[i]);
+		if (!e->in_batch && e->last_pos == i)
+			survivors[survivor_count++] = existing.ids[i];
+	}
+
+	total = survivor_count + batch_unique;
+	skip = total > max_nodes ? total - max_nodes : 0;
+
+	/* Rebuild the object: other keys unchanged, activeNodeIds replaced. */
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	if (ctx != NULL)
+	{
+		JsonbIterator *it = JsonbIteratorInit(&ctx->root);
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		bool		skip_value = false;
+
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+			{
+				skip_value = (v.val.string.len == strlen(CONVCTX_ACTIVE_NODE_IDS) &&
+							  memcmp(v.val.string.val, CONVCTX_ACTIVE_NODE_IDS,
+									 v.val.string.len) == 0);
+				if (!skip_value)
+					pushJsonbValue(&state, WJB_KEY, &v);
+			}
+			else if (tok == WJB_VALUE && !skip_value)
+				pushJsonbValue(&state, WJB_VALUE, &v);
+		}
+	}
+	PushString(&state, WJB_KEY, CONVCTX_ACTIVE_NODE_IDS, strlen(CONVCTX_ACTIVE_NODE_IDS));
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = skip; i < total; i++)
+	{
+		NodeIdKey  *k = i < survivor_count ? &survivors[i] : &batch[i - survivor_count];
+
+		PushString(&state, WJB_ELEM, k->str, k->len);
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+
+	return JsonbValueToJsonb(result);
+}
+
+PG_FUNCTION_INFO_V1(convctx_context_merge);
+
+/*
+ * context_merge(ctx jsonb, node_ids text[], max_nodes integer) -> jsonb
+ */
+Datum
+convctx_context_merge(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *ctx = PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0);
+	ArrayType  *ids = PG_ARGISNULL(1) ? NULL : PG_GETARG_ARRAYTYPE_P(1);
+	int			max_nodes = convctx_max_active_nodes;
+
+	if (!PG_ARGISNULL(2))
+	{
+		max_nodes = PG_GETARG_INT32(2);
+		if (max_nodes < 1)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("max_nodes must be at least 1"),
+					errdetail("Got %d.", max_nodes));
+	}
+
+	PG_RETURN_JSONB_P(ContextMerge(ctx, ids, max_nodes));
+}
+
+/* The fields of one node object that context_aspect prints. */
+typedef struct AspectNode
+{
+	JsonbValue	label;
+	JsonbValue	jurisdiction;
+	JsonbValue	description;
+} AspectNode;
+
+/*
+ * Read an optional string field of a node object into *out (type jbvNull
+ * when absent, null or empty). Anything but a string or null is 22023.
+ */
+static void
+NodeOptionalString(JsonbContainer *node, int node_no, const char *key, JsonbValue *out)
+{
+	if (getKeyJsonValueFromContainer(node, key, strlen(key), out) == NULL ||
+		out->type == jbvNull)
+	{
+		out->type = jbvNull;
+		return;
+	}
+	if (out->type != jbvString)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("key \"%s\" of node %d must be a string", key, node_no),
+				errdetail("Got a JSON %s.", JsonbValueTypeName(out)));
+	if (out->val.string.len == 0)
+		out->type = jbvNull;
+}
+
+PG_FUNCTION_INFO_V1(convctx_context_aspect);
+
+/*
+ * context_aspect(ctx jsonb, nodes jsonb) -> text
+ *
+ * The "active concepts" paragraph for the system prompt: one line per
+ * active node id, in activeNodeIds order, described by the matching
+ * object of nodes when there is one. NULL when there are no active ids.
+ */
+Datum
+convctx_context_aspect(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *ctx;
+	NodeIdList	active;
+	nodeid_hash *set;
+	AspectNode *nodes = NULL;
+	StringInfoData buf;
+	int			lines = 0;
+	int			i;
+
+	/* The seed's en dash, where the database encoding can hold it. */
+	const char *dash = (GetDatabaseEncoding() == PG_UTF8 ||
+						GetDatabaseEncoding() == PG_SQL_ASCII) ?
+		" \xe2\x80\x93 " : " - ";
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	ctx = PG_GETARG_JSONB_P(0);
+	active = ContextReadActiveIds(ctx);
+
+	set = nodeid_create(CurrentMemoryContext, Max(active.count, 8), NULL);
+
+	if (!PG_ARGISNULL(1))
+	{
+		Jsonb	   *jnodes = PG_GETARG_JSONB_P(1);
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		int			n = 0;
+
+		if (!JB_ROOT_IS_ARRAY(jnodes) || JB_ROOT_IS_SCALAR(jnodes))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("nodes must be a JSON array of objects"),
+					errdetail("Got a JSON %s.", JsonbRootTypeName(jnodes)));
+
+		nodes = palloc(sizeof(AspectNode) * Max(JB_ROOT_COUNT(jnodes), 1));
+		it = JsonbIteratorInit(&jnodes->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			JsonbContainer *node;
+			JsonbValue	id;
+			JsonbValue	pref;
+			JsonbValue	name;
+			NodeIdKey	key;
+			NodeIdEntry *e;
+			bool		found;
+
+			if (tok != WJB_ELEM)
+				continue;
+			if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("node %d must be a JSON object", n + 1),
+						errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+			node = v.val.binary.data;
+			if (getKeyJsonValueFromContainer(node, "id", 2, &id) == NULL ||
+				id.type != jbvString)
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("node %d must have a string \"id\"", n + 1));
+
+			NodeOptionalString(node, n + 1, "prefLabel", &pref);
+			NodeOptionalString(node, n + 1, "name", &name);
+			nodes[n].label = pref.type == jbvString ? pref :
+				name.type == jbvString ? name : id;
+			NodeOptionalString(node, n + 1, "jurisdiction", &nodes[n].jurisdiction);
+			NodeOptionalString(node, n + 1, "shortDescription", &nodes[n].description);
+
+			/* The first object for an id describes it. */
+			key.str = id.val.string.val;
+			key.len = id.val.string.len;
+			e = nodeid_insert(set, key, &found);
+			if (!found)
+			{
+				e->node_index = n;
+				e->in_batch = false;
+			}
+			n++;
+		}
+	}
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf,
+						   "In this conversation, the following regulatory concepts are already in scope:");
+	for (i = 0; i < active.count; i++)
+	{
+		NodeIdKey	key = active.ids[i];
+		NodeIdEntry *e;
+		bool		found;
+
+		if (key.len == 0)
+			continue;
+		e = nodeid_insert(set, key, &found);
+		if (!found)
+			e->node_index = -1;
+		else if (e->in_batch)
+			continue;			/* already listed */
+		e->in_batch = true;
+
+		appendStringInfoString(&buf, "\n- ");
+		if (e->node_index < 0)
+			appendBinaryStringInfo(&buf, key.str, key.len);
+		else
+		{
+			AspectNode *node = &nodes[e->node_index];
+
+			appendBinaryStringInfo(&buf, node->label.val.string.val,
+								   node->label.val.string.len);
+			if (node->jurisdiction.type == jbvString)
+			{
+				appendStringInfoString(&buf, " (");
+				appendBinaryStringInfo(&buf, node->jurisdiction.val.string.val,
+									   node->jurisdiction.val.string.len);
+				appendStringInfoChar(&buf, ')');
+			}
+			if (node->description.type == jbvString)
+			{
+				appendStringInfoString(&buf, dash);
+				appendBinaryStringInfo(&buf, node->description.val.string.val,
+									   node->description.val.string.len);
+			}
+		}
+		lines++;
+	}
+	if (lines == 0)
+		PG_RETURN_NULL();
+	appendStringInfoString(&buf,
+						   "\nWhere relevant, prefer grounded explanations that reuse these concepts.");
+
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}
