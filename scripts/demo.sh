@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Command 1: install what is missing, build and install convctx, start a
+# throwaway PostgreSQL 15 cluster and walk through a short conversation.
+source "$(dirname "$0")/lib.sh"
+
+ensure_packages
+build_and_install
+cd "$STAGE"
+status=0
+as_test_user pg_virtualenv -v 15 \
+    psql -X -q -v ON_ERROR_STOP=1 -P pager=off -d postgres -f scripts/demo.sql || status=$?
+cd / && rm -rf "$STAGE"
+exit $status
