@@ -120,9 +120,3 @@ SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "jurisdi
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "shortDescription": {}}]');
 \echo :LAST_ERROR_SQLSTATE
-
--- volatility and parallel safety as documented
-SELECT proname, provolatile, proparallel, proisstrict
-FROM pg_catalog.pg_proc
-WHERE pronamespace = 'convctx'::regnamespace
-ORDER BY proname;

@@ -86,3 +86,188 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION convctx.context_aspect(jsonb, jsonb) IS
     'system-prompt paragraph listing the active concepts of a context, described by node objects {id, prefLabel, name, jurisdiction, shortDescription}; NULL when none are active';
+
+------------------------------------------------------------------------------
+-- Turn history
+------------------------------------------------------------------------------
+
+CREATE TABLE convctx.session (
+    tenant_id         text        NOT NULL,
+    session_id        text        NOT NULL,
+    identity_id       text,
+    created_at        timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    last_activity_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    last_turn_no      bigint      NOT NULL DEFAULT 0,
+    CONSTRAINT session_pkey PRIMARY KEY (tenant_id, session_id)
+);
+
+COMMENT ON TABLE convctx.session IS
+    'one row per conversation session: its identity once linked, its last activity and the number of its newest turn';
+COMMENT ON COLUMN convctx.session.identity_id IS
+    'identity the session is linked to (mirrors convctx.session_link); NULL for an anonymous session, which is capped and expires';
+COMMENT ON COLUMN convctx.session.last_activity_at IS
+    'when the session last started a turn or was linked; anonymous sessions expire convctx.session_ttl after it';
+COMMENT ON COLUMN convctx.session.last_turn_no IS
+    'turn_no of the session''s newest turn; new turns take the next number under this row''s lock';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.session', '');
+
+CREATE TABLE convctx.session_link (
+    tenant_id    text        NOT NULL,
+    session_id   text        NOT NULL,
+    identity_id  text        NOT NULL,
+    linked_at    timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT session_link_pkey PRIMARY KEY (tenant_id, session_id)
+);
+
+CREATE INDEX session_link_identity ON convctx.session_link (tenant_id, identity_id);
+
+COMMENT ON TABLE convctx.session_link IS
+    'session to identity links: one identity per session, never changed once made';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.session_link', '');
+
+CREATE TABLE convctx.turn (
+    tenant_id                      text        NOT NULL,
+    session_id                     text        NOT NULL,
+    turn_id                        uuid        NOT NULL,
+    turn_no                        bigint      NOT NULL,
+    request_id                     text        NOT NULL,
+    identity_id                    text,
+    created_at                     timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    finalized_at                   timestamptz,
+    pipeline_name                  text,
+    consultant                     text,
+    repository                     text,
+    translate_chat                 boolean     NOT NULL DEFAULT false,
+    question_neutral               text,
+    answer_neutral                 text,
+    question_translated            text,
+    answer_translated              text,
+    answer_translated_is_fallback  boolean,
+    metadata                       jsonb,
+    record_version                 integer     NOT NULL DEFAULT 1,
+    replaced_by_turn_id            uuid,
+    deleted_at                     timestamptz,
+    CONSTRAINT turn_pkey PRIMARY KEY (tenant_id, session_id, turn_id),
+    CONSTRAINT turn_live_has_question
+        CHECK (deleted_at IS NOT NULL OR question_neutral IS NOT NULL),
+    CONSTRAINT turn_finalized_has_answer
+        CHECK (deleted_at IS NOT NULL OR finalized_at IS NULL OR answer_neutral IS NOT NULL)
+);
+
+-- Idempotency: one current version per (session, request).
+CREATE UNIQUE INDEX turn_request_current ON convctx.turn (tenant_id, session_id, request_id)
+    WHERE replaced_by_turn_id IS NULL;
+-- Chronology: recent reads walk it backwards, the anonymous cap deletes a prefix of it.
+CREATE INDEX turn_chronology ON convctx.turn (tenant_id, session_id, turn_no);
+
+COMMENT ON TABLE convctx.turn IS
+    'one row per chat request (and per correction of its answer): question at start, answer at finalize';
+COMMENT ON COLUMN convctx.turn.turn_no IS
+    'position of the turn in its session (1, 2, ...): exact chronology; all versions of a turn share it';
+COMMENT ON COLUMN convctx.turn.request_id IS
+    'idempotency key of the chat request: unique per session among current versions';
+COMMENT ON COLUMN convctx.turn.metadata IS
+    'allowlisted request metadata (convctx.metadata_allowlist); a raw ip is stored only as ip_hash';
+COMMENT ON COLUMN convctx.turn.record_version IS
+    'version of the turn: 1 at start, +1 for each replace_turn correction';
+COMMENT ON COLUMN convctx.turn.replaced_by_turn_id IS
+    'for an old version, the turn_id of the version that replaced it; NULL for the current version';
+COMMENT ON COLUMN convctx.turn.deleted_at IS
+    'set when the turn was redacted: a tombstone keeps ids and timestamps, no text';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.turn', '');
+
+CREATE SEQUENCE convctx.audit_log_audit_id_seq;
+
+CREATE TABLE convctx.audit_log (
+    tenant_id    text        NOT NULL,
+    audit_id     bigint      NOT NULL DEFAULT pg_catalog.nextval('convctx.audit_log_audit_id_seq'),
+    logged_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    role_name    text        NOT NULL DEFAULT CURRENT_USER,
+    action       text        NOT NULL,
+    session_id   text,
+    identity_id  text,
+    details      jsonb       NOT NULL DEFAULT '{}',
+    CONSTRAINT audit_log_pkey PRIMARY KEY (tenant_id, audit_id)
+);
+
+ALTER SEQUENCE convctx.audit_log_audit_id_seq OWNED BY convctx.audit_log.audit_id;
+
+COMMENT ON TABLE convctx.audit_log IS
+    'security and administration events (refused links, redactions, erasures, purges): ids and counts, never content';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.audit_log', '');
+SELECT pg_catalog.pg_extension_config_dump('convctx.audit_log_audit_id_seq', '');
+
+CREATE FUNCTION convctx.start_turn(
+    session_id text,
+    request_id text,
+    question_neutral text,
+    identity_id text DEFAULT NULL,
+    question_translated text DEFAULT NULL,
+    translate_chat boolean DEFAULT false,
+    meta jsonb DEFAULT NULL,
+    pipeline_name text DEFAULT NULL,
+    consultant text DEFAULT NULL,
+    repository text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'convctx_start_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text) IS
+    'start the turn of a chat request; idempotent on (session_id, request_id): a repeat returns the same turn_id and changes nothing';
+
+CREATE FUNCTION convctx.finalize_turn(
+    session_id text,
+    turn_id uuid,
+    answer_neutral text,
+    answer_translated text DEFAULT NULL,
+    answer_translated_is_fallback boolean DEFAULT NULL,
+    meta jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_finalize_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb) IS
+    'store the answer of a started turn; repeating it with the same answer changes nothing, a different answer is refused (use replace_turn)';
+
+CREATE FUNCTION convctx.recent_turns(session_id text, turn_limit integer DEFAULT 10)
+RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_at timestamptz,
+               question_neutral text, answer_neutral text, question_translated text,
+               answer_translated text, metadata jsonb)
+AS 'MODULE_PATHNAME', 'convctx_recent_turns'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 10;
+
+COMMENT ON FUNCTION convctx.recent_turns(text, integer) IS
+    'the last turn_limit finalized, non-redacted, current-version turns of a session, oldest first';
+
+CREATE FUNCTION convctx.recent_turns_json(session_id text, turn_limit integer DEFAULT 10)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_recent_turns_json'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.recent_turns_json(text, integer) IS
+    'recent_turns as a JSON array of {"question_neutral", "answer_neutral"} objects, oldest first, for prompt history';
+
+CREATE FUNCTION convctx.link_session(identity_id text, session_id text, backfill boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_link_session'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.link_session(text, text, boolean) IS
+    'link a session to an identity (idempotent); linking to a different identity is refused (SQLSTATE CV001) and audited; backfill gives the session''s turns the identity';
+
+CREATE FUNCTION convctx.replace_turn(
+    session_id text,
+    turn_id uuid,
+    answer_neutral text,
+    answer_translated text DEFAULT NULL,
+    meta jsonb DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'convctx_replace_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.replace_turn(text, uuid, text, text, jsonb) IS
+    'correct the answer of a finalized turn: a new current version (record_version + 1) whose turn_id is returned; the old version is kept';

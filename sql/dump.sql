@@ -27,3 +27,9 @@ WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v')
 ORDER BY 1;
 SELECT pg_catalog.obj_description('convctx'::regnamespace, 'pg_namespace') IS NOT NULL AS schema_commented;
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'convctx';
+
+-- every function: volatility, parallel safety and strictness as documented
+SELECT proname, provolatile, proparallel, proisstrict
+FROM pg_catalog.pg_proc
+WHERE pronamespace = 'convctx'::regnamespace
+ORDER BY proname;

@@ -18,8 +18,10 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/varlena.h"
 
 #include "convctx.h"
 
@@ -27,6 +29,24 @@ PG_MODULE_MAGIC;
 
 char	   *convctx_tenant = NULL;
 int			convctx_max_active_nodes = 256;
+int			convctx_max_session_turns = 500;
+int			convctx_max_text_bytes = 1024 * 1024;
+char	   *convctx_metadata_allowlist = NULL;
+char	   *convctx_ip_hash_salt = NULL;
+
+static bool
+check_metadata_allowlist(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *keys;
+	bool		ok = SplitGUCList(raw, ',', &keys);
+
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid.");
+	list_free(keys);
+	pfree(raw);
+	return ok;
+}
 
 void		_PG_init(void);
 
@@ -55,6 +75,44 @@ _PG_init(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.max_session_turns",
+							"Most turns an anonymous session keeps; the oldest are dropped on append.",
+							"Sessions linked to an identity are not capped.",
+							&convctx_max_session_turns,
+							500,
+							1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.max_text_bytes",
+							"Largest text (question, answer, metadata) a turn accepts.",
+							NULL,
+							&convctx_max_text_bytes,
+							1024 * 1024,
+							1, 512 * 1024 * 1024,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("convctx.metadata_allowlist",
+							   "Request metadata keys that turns persist; other keys are dropped.",
+							   "A raw \"ip\" is never stored: it becomes \"ip_hash\" when that key is allowed.",
+							   &convctx_metadata_allowlist,
+							   "channel,device_type,ip_hash,user_agent_hash,locale,client_version",
+							   PGC_SUSET,
+							   GUC_LIST_INPUT,
+							   check_metadata_allowlist, NULL, NULL);
+
+	DefineCustomStringVariable("convctx.ip_hash_salt",
+							   "Salt prefixed to a raw ip before it is hashed into ip_hash.",
+							   NULL,
+							   &convctx_ip_hash_salt,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("convctx");
 }
@@ -118,4 +176,74 @@ ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what)
 				errdetail("It has %d bytes; at most %d are allowed.",
 						  len, CONVCTX_MAX_ID_BYTES));
 	return id;
+}
+
+/*
+ * An optional text argument: NULL stays NULL; a longer text than
+ * convctx.max_text_bytes is 54000.
+ */
+text *
+ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *t;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	t = PG_GETARG_TEXT_PP(argno);
+	CheckTextSize(t, what);
+	return t;
+}
+
+void
+CheckTextSize(text *t, const char *what)
+{
+	Size		len = VARSIZE_ANY_EXHDR(t);
+
+	if (len > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("%s is too long", what),
+				errdetail("It has %zu bytes; convctx.max_text_bytes allows %d.",
+						  len, convctx_max_text_bytes));
+}
+
+/*
+ * An optional jsonb argument that must be an object when given (22023).
+ */
+Jsonb *
+ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	Jsonb	   *jb;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	jb = PG_GETARG_JSONB_P(argno);
+	if (!JB_ROOT_IS_OBJECT(jb))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("%s must be a JSON object", what),
+				errdetail("Got a JSON %s.",
+						  JB_ROOT_IS_SCALAR(jb) ? "scalar" : "array"));
+	return jb;
+}
+
+/*
+ * A row-count argument: NULL is 22004, below 1 is 22023.
+ */
+int32
+ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	int32		limit;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("%s must not be null", what));
+	limit = PG_GETARG_INT32(argno);
+	if (limit < 1)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("%s must be at least 1", what),
+				errdetail("Got %d.", limit));
+	return limit;
 }

@@ -18,6 +18,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/jsonb.h"
+#include "utils/uuid.h"
 
 /* Longest id (conversation, session, request, identity, user) accepted. */
 #define CONVCTX_MAX_ID_BYTES 1024
@@ -28,6 +29,13 @@
 /* Settings (convctx.c) */
 extern char *convctx_tenant;
 extern int	convctx_max_active_nodes;
+extern int	convctx_max_session_turns;
+extern int	convctx_max_text_bytes;
+extern char *convctx_metadata_allowlist;
+extern char *convctx_ip_hash_salt;
+
+/* SQLSTATE of a refused link of a session to a second identity. */
+#define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')
 
 /* Tenancy (convctx.c) */
 extern text *CurrentTenant(void);
@@ -36,9 +44,23 @@ extern text *CurrentTenant(void);
 extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what);
 
+extern text *ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what);
+extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void CheckTextSize(text *t, const char *what);
+
 /* Context objects (context.c) */
 extern void ContextCheckShape(Jsonb *ctx);
 extern Jsonb *ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes);
+
+/* Request metadata (metadata.c) */
+extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
+
+/* Session links and the audit log (session_link.c, audit.c) */
+extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
+							  text *identity_id, bool backfill);
+extern bool AuditWriteAutonomous(text *tenant, const char *action, text *session_id,
+								 text *identity_id, const char *details_json);
 
 /* SPI plans kept for the life of the backend (spi_util.c) */
 extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,

@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * session_link.c
+ *	  Linking a session to an identity: link_session, and the link that
+ *	  start_turn makes when it is given an identity.
+ *
+ * Concurrency: a link is decided under the lock of the session's row in
+ * convctx.session (taken by an upsert), so of two identities racing for one
+ * session exactly one wins; the other sees the winner's committed identity
+ * and is refused. A refusal is written to convctx.audit_log by a
+ * background worker in its own transaction, so it survives the ERROR that
+ * rolls back the caller.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/session_link.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr session_lock_plan = NULL;
+static SPIPlanPtr link_plan = NULL;
+static SPIPlanPtr backfill_plan = NULL;
+
+#define SESSION_LOCK_SQL \
+	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
+	" SET last_activity_at = pg_catalog.statement_timestamp()" \
+	" RETURNING identity_id"
+
+#define LINK_SQL \
+	"WITH link AS (INSERT INTO convctx.session_link (tenant_id, session_id, identity_id)" \
+	"              VALUES ($1, $2, $3))" \
+	" UPDATE convctx.session SET identity_id = $3" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
+#define BACKFILL_SQL \
+	"UPDATE convctx.turn SET identity_id = $3" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND identity_id IS NULL"
+
+static bool
+TextEq(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/*
+ * Link session_id to identity_id. The caller holds the session row's lock
+ * and passes the identity that row holds (NULL when anonymous). Linking to
+ * the same identity again does nothing; linking to another one is audited
+ * and refused with SQLSTATE CV001. With backfill, the session's turns that
+ * have no identity take this one.
+ */
+void
+SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
+				  text *identity_id, bool backfill)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	PointerGetDatum(identity_id)};
+
+	if (current_identity != NULL)
+	{
+		char	   *session = text_to_cstring(session_id);
+		bool		audited;
+		StringInfoData details;
+
+		if (TextEq(current_identity, identity_id))
+			return;
+
+		initStringInfo(&details);
+		appendStringInfoString(&details, "{\"linked_identity_id\": ");
+		escape_json(&details, text_to_cstring(current_identity));
+		appendStringInfoString(&details, ", \"requested_identity_id\": ");
+		escape_json(&details, text_to_cstring(identity_id));
+		appendStringInfoChar(&details, '}');
+		audited = AuditWriteAutonomous(tenant, "link_refused", session_id, identity_id,
+									   details.data);
+		ereport(LOG,
+				errmsg("convctx: refused to link session \"%s\" of tenant \"%s\" to identity \"%s\"",
+					   session, text_to_cstring(tenant), text_to_cstring(identity_id)),
+				errdetail("The session is already linked to identity \"%s\".",
+						  text_to_cstring(current_identity)));
+		ereport(ERROR,
+				errcode(ERRCODE_CONVCTX_SESSION_LINKED),
+				errmsg("session \"%s\" is already linked to another identity", session),
+				errdetail("A session belongs to one identity for good; the link was left unchanged."),
+				audited ? 0 : errhint("The refusal could not be written to convctx.audit_log; see the server log."));
+	}
+
+	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
+			   false, 0, SPI_OK_UPDATE);
+	if (backfill)
+		SpiRunPlan(SpiKeptPlan(&backfill_plan, BACKFILL_SQL, 3, argtypes), values, NULL,
+				   false, 0, SPI_OK_UPDATE);
+}
+
+PG_FUNCTION_INFO_V1(convctx_link_session);
+
+/*
+ * link_session(identity_id, session_id, backfill) -> void
+ */
+Datum
+convctx_link_session(PG_FUNCTION_ARGS)
+{
+	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
+	text	   *session_id = ArgRequiredId(fcinfo, 1, "session_id");
+	bool		backfill = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	text	   *current_identity;
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	current_identity = isnull ? NULL : DatumGetTextPP(d);
+	SessionLinkLocked(tenant, session_id, current_identity, identity_id, backfill);
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}

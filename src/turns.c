@@ -1,0 +1,599 @@
+/*-------------------------------------------------------------------------
+ *
+ * turns.c
+ *	  Turn history: start_turn, finalize_turn, recent_turns(_json) and
+ *	  replace_turn.
+ *
+ * Concurrency rules:
+ *	- A new turn is numbered under the lock of its session row: start_turn
+ *	  upserts convctx.session, which increments last_turn_no and locks the
+ *	  row until commit, so appends to one session are serialized and turn_no
+ *	  is exact chronology with no gaps.
+ *	- Idempotency rests on the unique index turn_request_current: a
+ *	  duplicate start_turn either finds the committed turn at once, or (when
+ *	  it raced) its INSERT ... ON CONFLICT DO NOTHING finds it after waiting
+ *	  for the session lock, gives back the turn number it took, and returns
+ *	  the winner's id. No duplicate ever raises.
+ *	- The anonymous cap deletes turn_no <= new turn_no - cap: a range on the
+ *	  chronology index, one turn per append, never a count or walk of the
+ *	  session.
+ *	- finalize_turn and replace_turn are single UPDATEs guarded by the
+ *	  turn's state (not finalized / not replaced / not redacted), so a racing
+ *	  repeat waits for the row lock, re-checks against the committed row, and
+ *	  then either does nothing (same answer) or is refused.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/turns.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr find_request_plan = NULL;
+static SPIPlanPtr session_touch_plan = NULL;
+static SPIPlanPtr session_untouch_plan = NULL;
+static SPIPlanPtr insert_turn_plan = NULL;
+static SPIPlanPtr cap_plan = NULL;
+static SPIPlanPtr finalize_plan = NULL;
+static SPIPlanPtr turn_state_plan = NULL;
+static SPIPlanPtr recent_plan = NULL;
+static SPIPlanPtr replace_plan = NULL;
+
+#define FIND_REQUEST_SQL \
+	"SELECT turn_id FROM convctx.turn" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
+
+#define SESSION_TOUCH_SQL \
+	"INSERT INTO convctx.session AS s (tenant_id, session_id, last_turn_no)" \
+	" VALUES ($1, $2, 1)" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
+	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
+	"     last_activity_at = pg_catalog.statement_timestamp()" \
+	" RETURNING last_turn_no, identity_id"
+
+#define SESSION_UNTOUCH_SQL \
+	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
+#define INSERT_TURN_SQL \
+	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
+	"       identity_id, translate_chat, question_neutral, question_translated," \
+	"       metadata, pipeline_name, consultant, repository)" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)" \
+	" ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
+	" DO NOTHING"
+
+#define CAP_SQL \
+	"DELETE FROM convctx.turn" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND turn_no OPERATOR(pg_catalog.<=) $3"
+
+#define FINALIZE_SQL \
+	"UPDATE convctx.turn SET" \
+	"  answer_neutral = $4," \
+	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
+	"                           THEN $4 ELSE $5 END," \
+	"  answer_translated_is_fallback = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
+	"                                       THEN true ELSE $6 END," \
+	"  metadata = CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
+	"                  ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
+	"  finalized_at = pg_catalog.statement_timestamp()" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
+	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL"
+
+#define TURN_STATE_SQL \
+	"SELECT finalized_at IS NOT NULL, deleted_at IS NOT NULL, replaced_by_turn_id," \
+	"       answer_neutral, answer_translated" \
+	"  FROM convctx.turn" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND turn_id OPERATOR(pg_catalog.=) $3"
+
+#define RECENT_SQL \
+	"SELECT turn_id, request_id, created_at, finalized_at, question_neutral, answer_neutral," \
+	"       question_translated, answer_translated, metadata" \
+	"  FROM (SELECT * FROM convctx.turn" \
+	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
+	"           AND replaced_by_turn_id IS NULL" \
+	"         ORDER BY turn_no DESC LIMIT $3) recent" \
+	" ORDER BY turn_no"
+
+#define REPLACE_SQL \
+	"WITH old AS (" \
+	"  UPDATE convctx.turn SET replaced_by_turn_id = $4" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_id OPERATOR(pg_catalog.=) $3 AND finalized_at IS NOT NULL" \
+	"     AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"  RETURNING *)" \
+	" INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
+	"        identity_id, created_at, finalized_at, pipeline_name, consultant, repository," \
+	"        translate_chat, question_neutral, answer_neutral, question_translated," \
+	"        answer_translated, answer_translated_is_fallback, metadata, record_version)" \
+	" SELECT tenant_id, session_id, $4, turn_no, request_id," \
+	"        identity_id, created_at, pg_catalog.statement_timestamp(), pipeline_name," \
+	"        consultant, repository, translate_chat, question_neutral, $5, question_translated," \
+	"        CASE WHEN $6::pg_catalog.text IS NULL AND translate_chat THEN $5 ELSE $6 END," \
+	"        CASE WHEN $6::pg_catalog.text IS NOT NULL THEN false" \
+	"             WHEN translate_chat THEN true END," \
+	"        CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
+	"             ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
+	"        record_version OPERATOR(pg_catalog.+) 1" \
+	"   FROM old"
+
+/* A fresh version 4 UUID. */
+static pg_uuid_t *
+NewTurnId(void)
+{
+	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+
+	if (!pg_strong_random(id->data, UUID_LEN))
+		ereport(ERROR,
+				errcode(ERRCODE_INTERNAL_ERROR),
+				errmsg("could not generate a random turn id"));
+	id->data[6] = (id->data[6] & 0x0f) | 0x40;
+	id->data[8] = (id->data[8] & 0x3f) | 0x80;
+	return id;
+}
+
+static pg_uuid_t *
+ArgTurnId(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("turn_id must not be null"));
+	return PG_GETARG_UUID_P(argno);
+}
+
+static text *
+ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("%s must not be null", what));
+	return ArgOptionalText(fcinfo, argno, what);
+}
+
+static char *
+UuidString(pg_uuid_t *id)
+{
+	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id)));
+}
+
+/* Datum for a possibly NULL pointer argument of a plan, with its null flag. */
+static inline Datum
+PlanArg(void *p, char *null_flag)
+{
+	*null_flag = (p == NULL) ? 'n' : ' ';
+	return PointerGetDatum(p);
+}
+
+static bool
+TextEqual(Datum a, text *b)
+{
+	text	   *ta = DatumGetTextPP(a);
+
+	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(ta), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+}
+
+/* The turn id of the current version of (session, request), or NULL. */
+static pg_uuid_t *
+FindRequest(Datum tenant, Datum session_id, Datum request_id)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3] = {tenant, session_id, request_id};
+	SPIPlanPtr	plan = SpiKeptPlan(&find_request_plan, FIND_REQUEST_SQL, 3, argtypes);
+	bool		isnull;
+	Datum		d;
+
+	SpiRunPlan(plan, values, NULL, false, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return NULL;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return (pg_uuid_t *) DatumGetPointer(SPI_datumTransfer(d, false, UUID_LEN));
+}
+
+PG_FUNCTION_INFO_V1(convctx_start_turn);
+
+/*
+ * start_turn(session_id, request_id, question_neutral, identity_id,
+ *			  question_translated, translate_chat, meta, pipeline_name,
+ *			  consultant, repository) -> uuid
+ *
+ * Every argument is checked before anything is written.
+ */
+Datum
+convctx_start_turn(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	text	   *request_id = ArgRequiredId(fcinfo, 1, "request_id");
+	text	   *question_neutral = ArgOptionalText(fcinfo, 2, "question_neutral");
+	text	   *identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
+	text	   *question_translated = ArgOptionalText(fcinfo, 4, "question_translated");
+	bool		translate_chat = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
+	Jsonb	   *meta = ArgOptionalObject(fcinfo, 6, "meta");
+	text	   *pipeline_name = ArgOptionalText(fcinfo, 7, "pipeline_name");
+	text	   *consultant = ArgOptionalText(fcinfo, 8, "consultant");
+	text	   *repository = ArgOptionalText(fcinfo, 9, "repository");
+	bool		fallback = false;
+	Jsonb	   *metadata;
+	text	   *tenant = CurrentTenant();
+	pg_uuid_t  *turn_id;
+	int64		turn_no;
+	text	   *session_identity;
+	Datum		d;
+	bool		isnull;
+
+	if (question_neutral == NULL || VARSIZE_ANY_EXHDR(question_neutral) == 0)
+	{
+		if (question_translated == NULL || VARSIZE_ANY_EXHDR(question_translated) == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("a turn needs a question"),
+					errdetail("question_neutral and question_translated are both missing or empty."));
+		question_neutral = question_translated;
+		fallback = true;
+	}
+	metadata = MetadataFilter(meta, fallback);
+
+	SPI_connect();
+
+	/* A repeat finds its turn without writing anything. */
+	turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
+						  PointerGetDatum(request_id));
+	if (turn_id != NULL)
+	{
+		SPI_finish();
+		PG_RETURN_UUID_P(turn_id);
+	}
+
+	/* Take the next turn number under the session row's lock. */
+	{
+		Oid			argtypes[2] = {TEXTOID, TEXTOID};
+		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+		SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes);
+
+		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		session_identity = isnull ? NULL : DatumGetTextPP(d);
+	}
+
+	if (identity_id != NULL)
+	{
+		SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
+		session_identity = identity_id;
+	}
+
+	turn_id = NewTurnId();
+	{
+		Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID,
+									TEXTOID, BOOLOID, TEXTOID, TEXTOID,
+									JSONBOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[13];
+		char		nulls[13];
+		SPIPlanPtr	plan = SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes);
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = PointerGetDatum(tenant);
+		values[1] = PointerGetDatum(session_id);
+		values[2] = UUIDPGetDatum(turn_id);
+		values[3] = Int64GetDatum(turn_no);
+		values[4] = PointerGetDatum(request_id);
+		values[5] = PlanArg(session_identity, &nulls[5]);
+		values[6] = BoolGetDatum(translate_chat);
+		values[7] = PointerGetDatum(question_neutral);
+		values[8] = PlanArg(question_translated, &nulls[8]);
+		values[9] = PlanArg(metadata, &nulls[9]);
+		values[10] = PlanArg(pipeline_name, &nulls[10]);
+		values[11] = PlanArg(consultant, &nulls[11]);
+		values[12] = PlanArg(repository, &nulls[12]);
+		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
+	}
+
+	if (SPI_processed == 0)
+	{
+		/* A concurrent duplicate committed first: give the number back. */
+		Oid			argtypes[2] = {TEXTOID, TEXTOID};
+		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+		SPIPlanPtr	plan = SpiKeptPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, 2, argtypes);
+
+		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
+		turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
+							  PointerGetDatum(request_id));
+		if (turn_id == NULL)
+			elog(ERROR, "turn of a conflicting start_turn not found");
+	}
+	else if (session_identity == NULL && turn_no > convctx_max_session_turns)
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+		Datum		values[3];
+		SPIPlanPtr	plan = SpiKeptPlan(&cap_plan, CAP_SQL, 3, argtypes);
+
+		values[0] = PointerGetDatum(tenant);
+		values[1] = PointerGetDatum(session_id);
+		values[2] = Int64GetDatum(turn_no - convctx_max_session_turns);
+		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_DELETE);
+	}
+
+	SPI_finish();
+	PG_RETURN_UUID_P(turn_id);
+}
+
+/*
+ * Explain why a turn could not be finalized or replaced: it does not exist
+ * in the session (P0002) or is in the wrong state (55000). Returns only
+ * for a finalized turn whose stored answer equals answer_neutral and, when
+ * given, answer_translated: a repeat that changes nothing.
+ */
+static void
+TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
+			   text *answer_neutral, text *answer_translated, bool replacing)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id)};
+	SPIPlanPtr	plan = SpiKeptPlan(&turn_state_plan, TURN_STATE_SQL, 3, argtypes);
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		finalized;
+	bool		redacted;
+	bool		isnull;
+	Datum		replaced_by;
+	Datum		stored;
+
+	SpiRunPlan(plan, values, NULL, false, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				errcode(ERRCODE_NO_DATA_FOUND),
+				errmsg("turn does not exist"),
+				errdetail("No turn %s belongs to session \"%s\".",
+						  UuidString(turn_id), text_to_cstring(session_id)));
+
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	finalized = DatumGetBool(SPI_getbinval(row, desc, 1, &isnull));
+	redacted = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
+	replaced_by = SPI_getbinval(row, desc, 3, &isnull);
+
+	if (redacted)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn has been redacted"),
+				errdetail("Turn %s keeps no text; the answer was not stored.",
+						  UuidString(turn_id)));
+	if (!isnull)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn has been replaced"),
+				errdetail("Turn %s has a newer version.", UuidString(turn_id)),
+				errhint("Its current version is %s.",
+						UuidString(DatumGetUUIDP(replaced_by))));
+	if (replacing || !finalized)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn is not finalized"),
+				errdetail("Turn %s has no answer yet.", UuidString(turn_id)),
+				errhint("Use convctx.finalize_turn() to store its first answer."));
+
+	stored = SPI_getbinval(row, desc, 4, &isnull);
+	if (!isnull && TextEqual(stored, answer_neutral))
+	{
+		stored = SPI_getbinval(row, desc, 5, &isnull);
+		if (answer_translated == NULL || (!isnull && TextEqual(stored, answer_translated)))
+			return;
+	}
+	ereport(ERROR,
+			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errmsg("turn is already finalized with a different answer"),
+			errdetail("Turn %s of session \"%s\" keeps its first answer.",
+					  UuidString(turn_id), text_to_cstring(session_id)),
+			errhint("Use convctx.replace_turn() to correct an answer."));
+}
+
+PG_FUNCTION_INFO_V1(convctx_finalize_turn);
+
+/*
+ * finalize_turn(session_id, turn_id, answer_neutral, answer_translated,
+ *				 answer_translated_is_fallback, meta) -> void
+ */
+Datum
+convctx_finalize_turn(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
+	text	   *answer_translated = ArgOptionalText(fcinfo, 3, "answer_translated");
+	Jsonb	   *meta = ArgOptionalObject(fcinfo, 5, "meta");
+	Jsonb	   *metadata = meta ? MetadataFilter(meta, false) : NULL;
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID};
+	Datum		values[7];
+	char		nulls[7];
+	SPIPlanPtr	plan;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = PointerGetDatum(answer_neutral);
+	values[4] = PlanArg(answer_translated, &nulls[4]);
+	values[5] = PG_ARGISNULL(4) ? (Datum) 0 : PG_GETARG_DATUM(4);
+	nulls[5] = PG_ARGISNULL(4) ? 'n' : ' ';
+	values[6] = PlanArg(metadata, &nulls[6]);
+
+	SPI_connect();
+	plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
+	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE);
+	if (SPI_processed == 0)
+		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
+
+/* Run the recent-turns query for (session, limit); rows are in SPI_tuptable. */
+static void
+RecentTurnsQuery(FunctionCallInfo fcinfo)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3];
+	SPIPlanPtr	plan;
+
+	values[0] = PointerGetDatum(CurrentTenant());
+	values[1] = PointerGetDatum(session_id);
+	values[2] = Int64GetDatum(limit);
+
+	SPI_connect();
+	plan = SpiKeptPlan(&recent_plan, RECENT_SQL, 3, argtypes);
+	SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+}
+
+PG_FUNCTION_INFO_V1(convctx_recent_turns);
+
+/*
+ * recent_turns(session_id, turn_limit) -> setof (turn_id, request_id, ...)
+ */
+Datum
+convctx_recent_turns(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	RecentTurnsQuery(fcinfo);
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[9];
+		bool		nulls[9];
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_recent_turns_json);
+
+/*
+ * recent_turns_json(session_id, turn_limit) -> jsonb array of
+ * {"question_neutral", "answer_neutral"}, oldest first.
+ */
+Datum
+convctx_recent_turns_json(PG_FUNCTION_ARGS)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *result;
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext spi;
+	Jsonb	   *out;
+	uint64		i;
+
+	RecentTurnsQuery(fcinfo);
+	spi = MemoryContextSwitchTo(caller);
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		static const char *const keys[2] = {"question_neutral", "answer_neutral"};
+		static const int columns[2] = {5, 6};
+		int			k;
+
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		for (k = 0; k < 2; k++)
+		{
+			JsonbValue	key;
+			JsonbValue	val;
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+										  columns[k], &isnull);
+
+			key.type = jbvString;
+			key.val.string.val = (char *) keys[k];
+			key.val.string.len = strlen(keys[k]);
+			pushJsonbValue(&state, WJB_KEY, &key);
+			if (isnull)
+				val.type = jbvNull;
+			else
+			{
+				text	   *t = DatumGetTextPP(d);
+
+				val.type = jbvString;
+				val.val.string.val = VARDATA_ANY(t);
+				val.val.string.len = VARSIZE_ANY_EXHDR(t);
+			}
+			pushJsonbValue(&state, WJB_VALUE, &val);
+		}
+		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	}
+	result = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	out = JsonbValueToJsonb(result);
+
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+
+	PG_RETURN_JSONB_P(out);
+}
+
+PG_FUNCTION_INFO_V1(convctx_replace_turn);
+
+/*
+ * replace_turn(session_id, turn_id, answer_neutral, answer_translated,
+ *				meta) -> uuid of the new current version
+ */
+Datum
+convctx_replace_turn(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
+	text	   *answer_translated = ArgOptionalText(fcinfo, 3, "answer_translated");
+	Jsonb	   *meta = ArgOptionalObject(fcinfo, 4, "meta");
+	Jsonb	   *metadata = meta ? MetadataFilter(meta, false) : NULL;
+	text	   *tenant = CurrentTenant();
+	pg_uuid_t  *new_id = NewTurnId();
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[7];
+	char		nulls[7];
+	SPIPlanPtr	plan;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = UUIDPGetDatum(new_id);
+	values[4] = PointerGetDatum(answer_neutral);
+	values[5] = PlanArg(answer_translated, &nulls[5]);
+	values[6] = PlanArg(metadata, &nulls[6]);
+
+	SPI_connect();
+	plan = SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes);
+	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
+	if (SPI_processed == 0)
+		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, true);
+	SPI_finish();
+
+	PG_RETURN_UUID_P(new_id);
+}
