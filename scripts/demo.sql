@@ -30,9 +30,48 @@ SELECT convctx.context_load('conv-42') AS acme_context;
 RESET convctx.tenant;
 
 \echo
-\echo '== 6. Bad input is refused with a SQLSTATE, and nothing is stored'
+\echo '== 6. Every chat request becomes one turn: started with the question, finalized with the answer'
+SELECT convctx.start_turn('conv-42', 'req-1', 'Do I pay VAT on a used car from Northern Ireland?') AS turn_1 \gset
+SELECT convctx.finalize_turn('conv-42', :'turn_1', 'Usually no VAT, but VRT is due when you register it.');
+SELECT convctx.start_turn('conv-42', 'req-2', 'How is VRT calculated?',
+                          meta => '{"channel": "web", "ip": "203.0.113.9", "tracking": "dropped"}') AS turn_2 \gset
+
+\echo
+\echo '== 7. The app retries the same request: same turn id, nothing written twice'
+SELECT convctx.start_turn('conv-42', 'req-2', 'How is VRT calculated?') = :'turn_2' AS same_turn;
+SELECT convctx.finalize_turn('conv-42', :'turn_2', 'VRT is a percentage of the open market selling price.');
+SELECT convctx.finalize_turn('conv-42', :'turn_2', 'VRT is a percentage of the open market selling price.');
+SELECT request_id, turn_no, metadata FROM convctx.turn WHERE session_id = 'conv-42' ORDER BY turn_no;
+
+\echo
+\echo '== 8. The next prompt reads the last Q/A pairs back, oldest first'
+SELECT jsonb_pretty(convctx.recent_turns_json('conv-42', 10)) AS prompt_history;
+
+\echo
+\echo '== 9. The user logs in: the session is linked, its turns become durable; a second identity is refused'
+SELECT convctx.link_session('user-7', 'conv-42');
+\set ON_ERROR_STOP 0
+SELECT convctx.link_session('someone-else', 'conv-42');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set ON_ERROR_STOP 1
+SELECT action, session_id, identity_id, details FROM convctx.audit_log;
+
+\echo
+\echo '== 10. A correction: a new version of the answer, the old one kept for audit'
+SELECT convctx.replace_turn('conv-42', :'turn_2', 'VRT is charged on the open market selling price, by CO2 band.') IS NOT NULL AS replaced;
+SELECT request_id, record_version, replaced_by_turn_id IS NOT NULL AS replaced, answer_neutral
+FROM convctx.turn WHERE session_id = 'conv-42' ORDER BY turn_no, record_version;
+SELECT question_neutral, answer_neutral FROM convctx.recent_turns('conv-42');
+
+\echo
+\echo '== 11. Bad input is refused with a SQLSTATE, and nothing is stored'
 \set ON_ERROR_STOP 0
 SELECT convctx.context_save('conv-42', '{"activeNodeIds": "ie:vat"}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set ON_ERROR_STOP 1
+\set ON_ERROR_STOP 0
+SELECT convctx.start_turn('conv-42', 'req-3', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set ON_ERROR_STOP 1
 SELECT conversation_id, context_json FROM convctx.conversation_context ORDER BY conversation_id;
+SELECT count(*) AS turns FROM convctx.turn WHERE session_id = 'conv-42';
