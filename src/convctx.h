@@ -56,11 +56,19 @@ extern Jsonb *ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes);
 /* Request metadata (metadata.c) */
 extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
 
-/* Session links and the audit log (session_link.c, audit.c) */
+/* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);
+
+/* The audit log (audit.c) */
+extern void AuditWrite(text *tenant, const char *action, text *session_id,
+					   text *identity_id, const char *details_json);
 extern bool AuditWriteAutonomous(text *tenant, const char *action, text *session_id,
 								 text *identity_id, const char *details_json);
+
+/* Statements run by a background worker in a transaction of its own (worker.c) */
+extern bool WorkerRunSql(const char *dbname, const char *sql, int nargs,
+						 const char **args, char **result, char **error);
 
 /* SPI plans kept for the life of the backend (spi_util.c) */
 extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,

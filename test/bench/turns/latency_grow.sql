@@ -1,0 +1,28 @@
+-- Grow convctx.turn to 10^6 turns with bulk-loaded sessions g1, g2, ... of
+-- 10 to 100 turns each (numbered 1..n like real ones); m1..m20 are untouched.
+
+\set ON_ERROR_STOP 1
+\set VERBOSITY terse
+SET client_min_messages = warning;
+SET maintenance_work_mem = '256MB';
+
+CREATE TEMP TABLE grow AS
+WITH sizes AS (
+    SELECT g AS i, 10 + (g * 7919) % 91 AS n FROM generate_series(1, 100000) g),
+cum AS (
+    SELECT i, n, sum(n) OVER (ORDER BY i) AS upto FROM sizes)
+SELECT 'g' || i AS session_id,
+       (n - greatest(upto - (1000000 - (SELECT count(*) FROM convctx.turn)), 0))::int AS n
+FROM cum
+WHERE upto - n < 1000000 - (SELECT count(*) FROM convctx.turn);
+
+INSERT INTO convctx.session (tenant_id, session_id, last_turn_no)
+SELECT '', session_id, n FROM grow;
+
+INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id,
+                          question_neutral, answer_neutral, finalized_at)
+SELECT '', g.session_id, gen_random_uuid(), t, 'p' || t, bench.question(), bench.answer(),
+       statement_timestamp()
+FROM grow g, generate_series(1, g.n) t;
+
+VACUUM ANALYZE convctx.turn, convctx.session;

@@ -1,0 +1,68 @@
+-- Lifecycle benchmark state: convctx.turn filled through the API, and
+-- floor.turn, a bare copy of its columns and indexes filled with plain
+-- INSERTs. Sessions s1..s200 hold 10 turns, s1001..s1100 hold 1,000.
+
+\set ON_ERROR_STOP 1
+\set VERBOSITY terse
+SET client_min_messages = warning;
+CREATE EXTENSION convctx;
+CREATE SCHEMA bench;
+CREATE SCHEMA floor;
+
+-- Same columns, defaults, checks and indexes (primary key, partial unique
+-- request index, chronology index); turn_no and turn_id come from defaults.
+CREATE TABLE floor.turn (LIKE convctx.turn INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
+CREATE SEQUENCE floor.turn_no_seq OWNED BY floor.turn.turn_no;
+ALTER TABLE floor.turn
+    ALTER turn_no SET DEFAULT nextval('floor.turn_no_seq'),
+    ALTER turn_id SET DEFAULT gen_random_uuid();
+
+CREATE TABLE bench.initial (session_id text PRIMARY KEY, turns integer NOT NULL);
+INSERT INTO bench.initial
+SELECT 's' || g, 10 FROM generate_series(1, 200) g
+UNION ALL
+SELECT 's' || g, 1000 FROM generate_series(1001, 1100) g;
+
+-- Texts of a typical size, shared with the pgbench scripts.
+CREATE FUNCTION bench.question() RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT repeat('How does the retention rule apply to this contract? ', 3) $$;
+CREATE FUNCTION bench.answer() RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT repeat('The rule applies from the date of signature, subject to the exceptions listed. ', 8) $$;
+
+-- Turns arrive interleaved across sessions, as in real traffic; one commit
+-- per round keeps session rows from piling up versions in one transaction.
+DO $$
+DECLARE
+    s record;
+BEGIN
+    FOR i IN 1..1000 LOOP
+        FOR s IN SELECT session_id FROM bench.initial WHERE turns >= i ORDER BY session_id LOOP
+            PERFORM convctx.finalize_turn(s.session_id,
+                                          convctx.start_turn(s.session_id, 'p' || i, bench.question()),
+                                          bench.answer());
+        END LOOP;
+        COMMIT;
+    END LOOP;
+END
+$$;
+
+INSERT INTO floor.turn (tenant_id, session_id, request_id, question_neutral, answer_neutral, finalized_at)
+SELECT '', i.session_id, 'p' || n, bench.question(), bench.answer(), statement_timestamp()
+FROM generate_series(1, 1000) n
+JOIN bench.initial i ON i.turns >= n
+ORDER BY n, i.session_id;
+
+CREATE TABLE bench.floor_mark AS SELECT max(turn_no) AS last_turn_no FROM floor.turn;
+
+-- Back to the initial state: drop what a measurement added.
+CREATE PROCEDURE bench.reset() LANGUAGE sql AS $$
+    DELETE FROM convctx.turn t USING bench.initial i
+     WHERE t.tenant_id = '' AND t.session_id = i.session_id AND t.turn_no > i.turns;
+    UPDATE convctx.session s SET last_turn_no = i.turns
+      FROM bench.initial i
+     WHERE s.tenant_id = '' AND s.session_id = i.session_id AND s.last_turn_no <> i.turns;
+    DELETE FROM floor.turn WHERE turn_no > (SELECT last_turn_no FROM bench.floor_mark);
+$$;
+
+SELECT (SELECT count(*) FROM convctx.turn) AS convctx_turns,
+       (SELECT count(*) FROM floor.turn) AS floor_turns;
