@@ -271,3 +271,145 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION convctx.replace_turn(text, uuid, text, text, jsonb) IS
     'correct the answer of a finalized turn: a new current version (record_version + 1) whose turn_id is returned; the old version is kept';
+
+------------------------------------------------------------------------------
+-- Lifecycle: redaction, erasure, retention
+------------------------------------------------------------------------------
+
+-- Retention of old turns walks this index from its oldest end.
+CREATE INDEX turn_created ON convctx.turn (created_at);
+
+CREATE FUNCTION convctx.redact_turn(session_id text, turn_id uuid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_redact_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.redact_turn(text, uuid) IS
+    'turn a turn and all its versions into tombstones (ids and timestamps kept, text and metadata cleared); false when already redacted';
+
+CREATE FUNCTION convctx.redact_session(session_id text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'convctx_redact_session'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.redact_session(text) IS
+    'redact every live turn of a session; returns how many turns were redacted';
+
+CREATE FUNCTION convctx.erase_identity(identity_id text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'convctx_erase_identity'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.erase_identity(text) IS
+    'right to erasure: redact every turn of every session linked to the identity and delete their contexts; returns how many turns';
+
+CREATE FUNCTION convctx.retention_settings(
+    OUT session_ttl interval, OUT turn_retention interval, OUT context_ttl interval)
+AS 'MODULE_PATHNAME', 'convctx_retention_settings'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION convctx.retention_settings() IS
+    'the retention settings in force as intervals (NULL = kept forever): convctx.session_ttl, convctx.turn_retention, convctx.context_ttl';
+
+CREATE FUNCTION convctx.purge(batch_size integer DEFAULT 10000)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_purge'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.purge(integer) IS
+    'one retention pass over every tenant, at most batch_size rows of each kind; returns the counts per kind and logs them';
+
+CREATE PROCEDURE convctx.purge_all(batch_size integer DEFAULT 10000)
+AS 'MODULE_PATHNAME', 'convctx_purge_all'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE convctx.purge_all(integer) IS
+    'repeat purge with a COMMIT after each batch until nothing is left (inside a transaction block: one transaction)';
+
+CREATE FUNCTION convctx.schedule_retention(schedule text DEFAULT '*/10 * * * *')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'convctx_schedule_retention'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.schedule_retention(text) IS
+    'schedule CALL convctx.purge_all() with pg_cron as job convctx-retention (replacing an earlier schedule); returns the job id';
+
+CREATE FUNCTION convctx.unschedule_retention()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_unschedule_retention'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.unschedule_retention() IS
+    'remove the convctx-retention pg_cron job of this database and role; false when there was none';
+
+------------------------------------------------------------------------------
+-- Administration views (every tenant)
+------------------------------------------------------------------------------
+
+CREATE VIEW convctx.sessions AS
+SELECT s.tenant_id AS tenant,
+       s.session_id,
+       s.identity_id,
+       COALESCE(t.turns, 0) AS turns,
+       COALESCE(t.finalized, 0) AS finalized,
+       COALESCE(t.redacted, 0) AS redacted,
+       t.first_at,
+       s.last_activity_at AS last_at,
+       CASE WHEN s.identity_id IS NULL
+            THEN s.last_activity_at OPERATOR(pg_catalog.+) r.session_ttl END AS expires_at
+FROM convctx.session s
+LEFT JOIN (SELECT tenant_id, session_id,
+                  count(*) FILTER (WHERE replaced_by_turn_id IS NULL) AS turns,
+                  count(*) FILTER (WHERE replaced_by_turn_id IS NULL AND finalized_at IS NOT NULL
+                                     AND deleted_at IS NULL) AS finalized,
+                  count(*) FILTER (WHERE replaced_by_turn_id IS NULL AND deleted_at IS NOT NULL) AS redacted,
+                  min(created_at) AS first_at
+           FROM convctx.turn
+           GROUP BY tenant_id, session_id) t
+       ON t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id
+      AND t.session_id OPERATOR(pg_catalog.=) s.session_id
+CROSS JOIN convctx.retention_settings() r;
+
+COMMENT ON VIEW convctx.sessions IS
+    'every session of every tenant: identity, turns (current versions), finalized and redacted ones, first and last activity, expiry of anonymous sessions';
+
+CREATE VIEW convctx.stats AS
+WITH tenants AS (
+    SELECT tenant_id FROM convctx.session
+    UNION SELECT tenant_id FROM convctx.conversation_context),
+sessions AS (
+    SELECT tenant_id, count(*) AS sessions,
+           count(*) FILTER (WHERE identity_id IS NULL) AS anonymous_sessions,
+           count(*) FILTER (WHERE identity_id IS NOT NULL) AS linked_sessions
+    FROM convctx.session GROUP BY tenant_id),
+turns AS (
+    SELECT tenant_id, count(*) FILTER (WHERE replaced_by_turn_id IS NULL) AS turns,
+           count(*) FILTER (WHERE replaced_by_turn_id IS NOT NULL) AS old_versions,
+           count(*) FILTER (WHERE deleted_at IS NOT NULL AND replaced_by_turn_id IS NULL) AS tombstones
+    FROM convctx.turn GROUP BY tenant_id),
+contexts AS (
+    SELECT tenant_id, count(*) AS contexts FROM convctx.conversation_context GROUP BY tenant_id),
+sizes AS (
+    SELECT sum(pg_catalog.pg_table_size(c.oid)) AS table_bytes,
+           sum(pg_catalog.pg_indexes_size(c.oid)) AS index_bytes
+    FROM pg_catalog.pg_class c
+    WHERE c.relnamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
+      AND c.relkind OPERATOR(pg_catalog.=) 'r')
+SELECT t.tenant_id AS tenant,
+       COALESCE(s.sessions, 0) AS sessions,
+       COALESCE(s.anonymous_sessions, 0) AS anonymous_sessions,
+       COALESCE(s.linked_sessions, 0) AS linked_sessions,
+       COALESCE(u.turns, 0) AS turns,
+       COALESCE(u.old_versions, 0) AS old_versions,
+       COALESCE(u.tombstones, 0) AS tombstones,
+       COALESCE(c.contexts, 0) AS contexts,
+       z.table_bytes,
+       z.index_bytes
+FROM tenants t
+LEFT JOIN sessions s USING (tenant_id)
+LEFT JOIN turns u USING (tenant_id)
+LEFT JOIN contexts c USING (tenant_id)
+CROSS JOIN sizes z;
+
+COMMENT ON VIEW convctx.stats IS
+    'per tenant: sessions (anonymous, linked), turns, old versions, tombstones, contexts; table_bytes and index_bytes are for all convctx tables together';

@@ -33,6 +33,9 @@ int			convctx_max_session_turns = 500;
 int			convctx_max_text_bytes = 1024 * 1024;
 char	   *convctx_metadata_allowlist = NULL;
 char	   *convctx_ip_hash_salt = NULL;
+int			convctx_session_ttl = 24 * 60 * 60;
+int			convctx_turn_retention = 0;
+int			convctx_context_ttl = 30 * 24 * 60 * 60;
 
 static bool
 check_metadata_allowlist(char **newval, void **extra, GucSource source)
@@ -113,6 +116,36 @@ _PG_init(void)
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.session_ttl",
+							"Inactivity after which purge deletes an anonymous session, its turns and its context.",
+							"0 keeps anonymous sessions forever.",
+							&convctx_session_ttl,
+							24 * 60 * 60,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.turn_retention",
+							"Age after which purge deletes any turn, tombstones included.",
+							"0 keeps turns forever.",
+							&convctx_turn_retention,
+							0,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.context_ttl",
+							"Time without an update after which purge deletes a conversation context.",
+							"0 keeps contexts forever.",
+							&convctx_context_ttl,
+							30 * 24 * 60 * 60,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("convctx");
 }

@@ -33,6 +33,9 @@ extern int	convctx_max_session_turns;
 extern int	convctx_max_text_bytes;
 extern char *convctx_metadata_allowlist;
 extern char *convctx_ip_hash_salt;
+extern int	convctx_session_ttl;
+extern int	convctx_turn_retention;
+extern int	convctx_context_ttl;
 
 /* SQLSTATE of a refused link of a session to a second identity. */
 #define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')
@@ -59,6 +62,11 @@ extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);
+
+/* Turn helpers shared with the lifecycle (turns.c) */
+extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
+extern char *UuidString(pg_uuid_t *id);
+extern bool SessionLock(text *tenant, text *session_id);
 
 /* The audit log (audit.c) */
 extern void AuditWrite(text *tenant, const char *action, text *session_id,

@@ -21,6 +21,9 @@
  *	  turn's state (not finalized / not replaced / not redacted), so a racing
  *	  repeat waits for the row lock, re-checks against the committed row, and
  *	  then either does nothing (same answer) or is refused.
+ *	- replace_turn also takes the session row's lock first, as redaction
+ *	  does: a redaction then never misses a version a concurrent replace is
+ *	  still inserting.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -50,6 +53,12 @@ static SPIPlanPtr finalize_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
 static SPIPlanPtr recent_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
+static SPIPlanPtr session_lock_plan = NULL;
+
+#define SESSION_LOCK_SQL \
+	"SELECT 1 FROM convctx.session" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" FOR UPDATE"
 
 #define FIND_REQUEST_SQL \
 	"SELECT turn_id FROM convctx.turn" \
@@ -149,7 +158,7 @@ NewTurnId(void)
 	return id;
 }
 
-static pg_uuid_t *
+pg_uuid_t *
 ArgTurnId(FunctionCallInfo fcinfo, int argno)
 {
 	if (PG_ARGISNULL(argno))
@@ -169,7 +178,7 @@ ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)
 	return ArgOptionalText(fcinfo, argno, what);
 }
 
-static char *
+char *
 UuidString(pg_uuid_t *id)
 {
 	return DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id)));
@@ -190,6 +199,22 @@ TextEqual(Datum a, text *b)
 
 	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(b) &&
 		memcmp(VARDATA_ANY(ta), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+}
+
+/*
+ * Lock a session's row until the end of the transaction, as start_turn
+ * does, so that no turn of the session is added or replaced meanwhile.
+ * Returns false when the session does not exist. SPI must be connected.
+ */
+bool
+SessionLock(text *tenant, text *session_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+
+	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	return SPI_processed > 0;
 }
 
 /* The turn id of the current version of (session, request), or NULL. */
@@ -589,6 +614,8 @@ convctx_replace_turn(PG_FUNCTION_ARGS)
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
+	/* Serialized with redaction, which must see every version it clears. */
+	(void) SessionLock(tenant, session_id);
 	plan = SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes);
 	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
 	if (SPI_processed == 0)

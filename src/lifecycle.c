@@ -1,0 +1,448 @@
+/*-------------------------------------------------------------------------
+ *
+ * lifecycle.c
+ *	  Redaction, erasure and retention: redact_turn, redact_session,
+ *	  erase_identity, retention_settings, purge and purge_all.
+ *
+ * Concurrency rules:
+ *	- Redaction takes the session row's lock first, like start_turn and
+ *	  replace_turn, then clears text with a statement that starts after the
+ *	  lock is granted: it sees every turn and version committed before it,
+ *	  and none can be added to the session until it commits. A finalize that
+ *	  races it waits on the turn's row lock and then finds a tombstone, so no
+ *	  text ever comes back.
+ *	- erase_identity locks the sessions of the identity in a fixed order
+ *	  (so concurrent erasures cannot deadlock) before clearing them.
+ *	- purge takes row locks only, with SKIP LOCKED: a session that is busy
+ *	  is left for the next pass. An expired session is chosen with FOR
+ *	  UPDATE, which re-checks its last activity on the newest row version,
+ *	  so a session that just received a turn is not purged; and while purge
+ *	  holds the lock, start_turn on that session waits, then starts afresh.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/lifecycle.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "datatype/timestamp.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr redact_turn_plan = NULL;
+static SPIPlanPtr turn_exists_plan = NULL;
+static SPIPlanPtr redact_session_plan = NULL;
+static SPIPlanPtr erase_lock_plan = NULL;
+static SPIPlanPtr erase_turns_plan = NULL;
+static SPIPlanPtr erase_contexts_plan = NULL;
+static SPIPlanPtr expired_sessions_plan = NULL;
+static SPIPlanPtr expired_session_turns_plan = NULL;
+static SPIPlanPtr emptied_sessions_plan = NULL;
+static SPIPlanPtr expired_turns_plan = NULL;
+static SPIPlanPtr expired_contexts_plan = NULL;
+
+/* What a tombstone keeps: ids, request_id, timestamps, versions. */
+#define TOMBSTONE_SET \
+	" SET question_neutral = NULL, answer_neutral = NULL," \
+	"     question_translated = NULL, answer_translated = NULL, metadata = NULL," \
+	"     deleted_at = pg_catalog.statement_timestamp()"
+
+#define REDACT_TURN_SQL \
+	"UPDATE convctx.turn" TOMBSTONE_SET \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND deleted_at IS NULL" \
+	"   AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
+	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"          AND turn_id OPERATOR(pg_catalog.=) $3)"
+
+#define TURN_EXISTS_SQL \
+	"SELECT 1 FROM convctx.turn" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND turn_id OPERATOR(pg_catalog.=) $3"
+
+#define REDACT_SESSION_SQL \
+	"WITH redacted AS (UPDATE convctx.turn" TOMBSTONE_SET \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND deleted_at IS NULL RETURNING turn_no)" \
+	" SELECT count(DISTINCT turn_no) FROM redacted"
+
+#define ERASE_LOCK_SQL \
+	"SELECT s.session_id FROM convctx.session s" \
+	"  JOIN convctx.session_link l ON l.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
+	"   AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
+	" ORDER BY s.session_id FOR UPDATE OF s"
+
+#define ERASE_TURNS_SQL \
+	"WITH redacted AS (UPDATE convctx.turn t" TOMBSTONE_SET \
+	"  FROM convctx.session_link l" \
+	"  WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
+	"    AND t.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
+	"    AND t.session_id OPERATOR(pg_catalog.=) l.session_id" \
+	"    AND t.deleted_at IS NULL RETURNING t.session_id, t.turn_no)" \
+	" SELECT count(*) FROM (SELECT DISTINCT session_id, turn_no FROM redacted) d"
+
+#define ERASE_CONTEXTS_SQL \
+	"DELETE FROM convctx.conversation_context c USING convctx.session_link l" \
+	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
+	"   AND c.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
+	"   AND c.conversation_id OPERATOR(pg_catalog.=) l.session_id"
+
+/* $1 ttl in seconds, $2 batch */
+#define EXPIRED_SESSIONS_SQL \
+	"SELECT tenant_id, session_id FROM convctx.session" \
+	" WHERE identity_id IS NULL" \
+	"   AND last_activity_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
+	"       OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
+	" ORDER BY last_activity_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+
+/* $1 tenants, $2 sessions, $3 batch */
+#define EXPIRED_SESSION_TURNS_SQL \
+	"DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT t.ctid FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id)" \
+	"  CROSS JOIN LATERAL (SELECT ctid FROM convctx.turn t" \
+	"      WHERE t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
+	"        AND t.session_id OPERATOR(pg_catalog.=) e.session_id) t" \
+	"  LIMIT $3))"
+
+/* $1 tenants, $2 sessions: delete the sessions left without turns, and their contexts */
+#define EMPTIED_SESSIONS_SQL \
+	"WITH gone AS (DELETE FROM convctx.session s" \
+	"   USING ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id)" \
+	"   WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
+	"     AND s.session_id OPERATOR(pg_catalog.=) e.session_id" \
+	"     AND NOT EXISTS (SELECT 1 FROM convctx.turn t" \
+	"                      WHERE t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
+	"                        AND t.session_id OPERATOR(pg_catalog.=) s.session_id)" \
+	"   RETURNING s.tenant_id, s.session_id)," \
+	" contexts AS (DELETE FROM convctx.conversation_context c USING gone g" \
+	"   WHERE c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
+	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING 1)" \
+	" SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM contexts)"
+
+/* $1 age in seconds, $2 batch */
+#define EXPIRED_TURNS_SQL \
+	"DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT ctid FROM convctx.turn" \
+	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
+	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
+	"   ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))"
+
+#define EXPIRED_CONTEXTS_SQL \
+	"DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT ctid FROM convctx.conversation_context" \
+	"   WHERE updated_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
+	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
+	"   LIMIT $2 FOR UPDATE SKIP LOCKED))"
+
+static int64
+FirstInt8(void)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+PG_FUNCTION_INFO_V1(convctx_redact_turn);
+
+/*
+ * redact_turn(session_id, turn_id) -> boolean
+ */
+Datum
+convctx_redact_turn(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id)};
+	uint64		versions;
+
+	SPI_connect();
+	(void) SessionLock(tenant, session_id);
+	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+	versions = SPI_processed;
+	if (versions == 0)
+	{
+		SpiRunPlan(SpiKeptPlan(&turn_exists_plan, TURN_EXISTS_SQL, 3, argtypes),
+				   values, NULL, false, 1, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_NO_DATA_FOUND),
+					errmsg("turn does not exist"),
+					errdetail("No turn %s belongs to session \"%s\".",
+							  UuidString(turn_id), text_to_cstring(session_id)));
+	}
+	AuditWrite(tenant, "redact_turn", session_id, NULL,
+			   psprintf("{\"turn_id\": \"%s\", \"versions\": " UINT64_FORMAT "}",
+						UuidString(turn_id), versions));
+	SPI_finish();
+
+	PG_RETURN_BOOL(versions > 0);
+}
+
+PG_FUNCTION_INFO_V1(convctx_redact_session);
+
+/*
+ * redact_session(session_id) -> bigint
+ */
+Datum
+convctx_redact_session(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	int64		turns = 0;
+
+	SPI_connect();
+	if (SessionLock(tenant, session_id))
+	{
+		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		turns = FirstInt8();
+	}
+	AuditWrite(tenant, "redact_session", session_id, NULL,
+			   psprintf("{\"turns\": " INT64_FORMAT "}", turns));
+	SPI_finish();
+
+	PG_RETURN_INT64(turns);
+}
+
+PG_FUNCTION_INFO_V1(convctx_erase_identity);
+
+/*
+ * erase_identity(identity_id) -> bigint
+ */
+Datum
+convctx_erase_identity(PG_FUNCTION_ARGS)
+{
+	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(identity_id)};
+	uint64		sessions;
+	int64		turns;
+	uint64		contexts;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	sessions = SPI_processed;
+	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	turns = FirstInt8();
+	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_DELETE);
+	contexts = SPI_processed;
+	AuditWrite(tenant, "erase_identity", NULL, identity_id,
+			   psprintf("{\"sessions\": " UINT64_FORMAT ", \"turns\": " INT64_FORMAT
+						", \"contexts\": " UINT64_FORMAT "}",
+						sessions, turns, contexts));
+	SPI_finish();
+
+	PG_RETURN_INT64(turns);
+}
+
+static Datum
+SecondsInterval(int seconds, bool *isnull)
+{
+	Interval   *iv;
+
+	*isnull = (seconds <= 0);
+	if (*isnull)
+		return (Datum) 0;
+	iv = palloc0(sizeof(Interval));
+	iv->time = (int64) seconds * USECS_PER_SEC;
+	return IntervalPGetDatum(iv);
+}
+
+PG_FUNCTION_INFO_V1(convctx_retention_settings);
+
+/*
+ * retention_settings() -> (session_ttl, turn_retention, context_ttl)
+ */
+Datum
+convctx_retention_settings(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3];
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = SecondsInterval(convctx_session_ttl, &nulls[0]);
+	values[1] = SecondsInterval(convctx_turn_retention, &nulls[1]);
+	values[2] = SecondsInterval(convctx_context_ttl, &nulls[2]);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+typedef struct PurgeCounts
+{
+	int64		anonymous_sessions;
+	int64		anonymous_turns;
+	int64		expired_turns;
+	int64		contexts;
+} PurgeCounts;
+
+static char *
+PurgeCountsJson(PurgeCounts *c)
+{
+	return psprintf("{\"anonymous_sessions\": " INT64_FORMAT ", \"anonymous_turns\": " INT64_FORMAT
+					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "}",
+					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts);
+}
+
+/*
+ * One retention pass over every tenant, at most batch rows of each kind,
+ * adding what it deleted to *counts. Returns whether it deleted anything.
+ * SPI must be connected.
+ */
+static bool
+PurgeOnce(int32 batch, PurgeCounts *counts)
+{
+	PurgeCounts pass = {0, 0, 0, 0};
+
+	if (convctx_session_ttl > 0)
+	{
+		Oid			argtypes[3] = {INT4OID, INT4OID, INT4OID};
+		Datum		values[3];
+		uint64		n;
+		uint64		i;
+		Datum	   *tenants;
+		Datum	   *sessions;
+		Oid			arrtypes[3] = {TEXTARRAYOID, TEXTARRAYOID, INT4OID};
+		Datum		arrvalues[3];
+
+		values[0] = Int32GetDatum(convctx_session_ttl);
+		values[1] = Int32GetDatum(batch);
+		SpiRunPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		n = SPI_processed;
+		if (n > 0)
+		{
+			SPITupleTable *tt = SPI_tuptable;
+
+			tenants = palloc(sizeof(Datum) * n);
+			sessions = palloc(sizeof(Datum) * n);
+			for (i = 0; i < n; i++)
+			{
+				bool		isnull;
+
+				tenants[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull);
+				sessions[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull);
+			}
+			arrvalues[0] = PointerGetDatum(construct_array(tenants, n, TEXTOID, -1, false, TYPALIGN_INT));
+			arrvalues[1] = PointerGetDatum(construct_array(sessions, n, TEXTOID, -1, false, TYPALIGN_INT));
+			arrvalues[2] = Int32GetDatum(batch);
+
+			SpiRunPlan(SpiKeptPlan(&expired_session_turns_plan, EXPIRED_SESSION_TURNS_SQL, 3, arrtypes),
+					   arrvalues, NULL, false, 0, SPI_OK_DELETE);
+			pass.anonymous_turns = SPI_processed;
+
+			SpiRunPlan(SpiKeptPlan(&emptied_sessions_plan, EMPTIED_SESSIONS_SQL, 2, arrtypes),
+					   arrvalues, NULL, false, 0, SPI_OK_SELECT);
+			{
+				bool		isnull;
+
+				pass.anonymous_sessions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+																	  SPI_tuptable->tupdesc, 1, &isnull));
+				pass.contexts += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 2, &isnull));
+			}
+		}
+	}
+
+	if (convctx_turn_retention > 0)
+	{
+		Oid			argtypes[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(convctx_turn_retention), Int32GetDatum(batch)};
+
+		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_DELETE);
+		pass.expired_turns = SPI_processed;
+	}
+
+	if (convctx_context_ttl > 0)
+	{
+		Oid			argtypes[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(convctx_context_ttl), Int32GetDatum(batch)};
+
+		SpiRunPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_DELETE);
+		pass.contexts += SPI_processed;
+	}
+
+	counts->anonymous_sessions += pass.anonymous_sessions;
+	counts->anonymous_turns += pass.anonymous_turns;
+	counts->expired_turns += pass.expired_turns;
+	counts->contexts += pass.contexts;
+	return pass.anonymous_sessions + pass.anonymous_turns + pass.expired_turns + pass.contexts > 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_purge);
+
+/*
+ * purge(batch_size) -> jsonb counts
+ */
+Datum
+convctx_purge(PG_FUNCTION_ARGS)
+{
+	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
+	PurgeCounts counts = {0, 0, 0, 0};
+	char	   *json;
+
+	SPI_connect();
+	(void) PurgeOnce(batch, &counts);
+	json = PurgeCountsJson(&counts);
+	AuditWrite(CurrentTenant(), "purge", NULL, NULL, json);
+	SPI_finish();
+
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+}
+
+PG_FUNCTION_INFO_V1(convctx_purge_all);
+
+/*
+ * CALL purge_all(batch_size): purge until nothing is left, committing
+ * after each pass when called outside a transaction block.
+ */
+Datum
+convctx_purge_all(PG_FUNCTION_ARGS)
+{
+	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
+	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
+		!castNode(CallContext, fcinfo->context)->atomic;
+	PurgeCounts counts = {0, 0, 0, 0};
+	int64		passes = 0;
+
+	SPI_connect_ext(nonatomic ? SPI_OPT_NONATOMIC : 0);
+	while (PurgeOnce(batch, &counts))
+	{
+		passes++;
+		if (nonatomic)
+			SPI_commit();
+		CHECK_FOR_INTERRUPTS();
+	}
+	AuditWrite(CurrentTenant(), "purge_all", NULL, NULL,
+			   psprintf("{\"passes\": " INT64_FORMAT ", \"counts\": %s}", passes,
+						PurgeCountsJson(&counts)));
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
