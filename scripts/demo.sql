@@ -64,7 +64,22 @@ FROM convctx.turn WHERE session_id = 'conv-42' ORDER BY turn_no, record_version;
 SELECT question_neutral, answer_neutral FROM convctx.recent_turns('conv-42');
 
 \echo
-\echo '== 11. Bad input is refused with a SQLSTATE, and nothing is stored'
+\echo '== 11. The user asks to redact the first turn: a tombstone stays, no text reaches a prompt again'
+SELECT convctx.redact_turn('conv-42', :'turn_1');
+SELECT request_id, deleted_at IS NOT NULL AS redacted, question_neutral, answer_neutral
+FROM convctx.turn WHERE session_id = 'conv-42' AND record_version = 1 ORDER BY turn_no;
+SELECT convctx.recent_turns_json('conv-42') AS prompt_history;
+
+\echo
+\echo '== 12. Operators see every session, and retention purges expired anonymous sessions in batches'
+SELECT convctx.start_turn('idle-visitor', 'req-1', 'Hello?') IS NOT NULL AS started;
+UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id = 'idle-visitor';
+SELECT session_id, identity_id, turns, finalized, redacted FROM convctx.sessions ORDER BY session_id;
+SELECT convctx.purge();
+SELECT action, session_id, identity_id, details FROM convctx.audit_log ORDER BY audit_id;
+
+\echo
+\echo '== 13. Bad input is refused with a SQLSTATE, and nothing is stored'
 \set ON_ERROR_STOP 0
 SELECT convctx.context_save('conv-42', '{"activeNodeIds": "ie:vat"}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
