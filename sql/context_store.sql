@@ -1,6 +1,7 @@
 -- context_load / context_save / context_add: the per-conversation store.
 -- start from an empty store, whatever ran before
-TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
+         convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 
 SELECT convctx.current_tenant() = '' AS single_tenant_default;
 

@@ -413,3 +413,182 @@ CROSS JOIN sizes z;
 
 COMMENT ON VIEW convctx.stats IS
     'per tenant: sessions (anonymous, linked), turns, old versions, tombstones, contexts; table_bytes and index_bytes are for all convctx tables together';
+
+------------------------------------------------------------------------------
+-- Prompt assembly
+------------------------------------------------------------------------------
+
+CREATE TABLE convctx.session_summary (
+    tenant_id        text        NOT NULL,
+    session_id       text        NOT NULL,
+    summary          text        NOT NULL,
+    through_turn_no  bigint      NOT NULL,
+    updated_at       timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT session_summary_pkey PRIMARY KEY (tenant_id, session_id),
+    CONSTRAINT session_summary_session FOREIGN KEY (tenant_id, session_id)
+        REFERENCES convctx.session ON DELETE CASCADE
+);
+
+COMMENT ON TABLE convctx.session_summary IS
+    'the app''s LLM-written summary of a session''s turns up to through_turn_no; dropped when a turn it covers is redacted';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.session_summary', '');
+
+CREATE TABLE convctx.turn_retrieval (
+    tenant_id    text        NOT NULL,
+    session_id   text        NOT NULL,
+    turn_no      bigint      NOT NULL,
+    chunks       jsonb       NOT NULL,
+    citations    jsonb       NOT NULL,
+    recorded_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT turn_retrieval_pkey PRIMARY KEY (tenant_id, session_id, turn_no),
+    CONSTRAINT turn_retrieval_session FOREIGN KEY (tenant_id, session_id)
+        REFERENCES convctx.session ON DELETE CASCADE
+);
+
+COMMENT ON TABLE convctx.turn_retrieval IS
+    'chunks retrieved for a turn and the citations its answer used, each stored in full so history never goes stale';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.turn_retrieval', '');
+
+CREATE TABLE convctx.clarification (
+    tenant_id         text        NOT NULL,
+    session_id        text        NOT NULL,
+    turn_no           bigint      NOT NULL,
+    questions         jsonb       NOT NULL,
+    inferred_context  jsonb       NOT NULL,
+    recorded_at       timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT clarification_pkey PRIMARY KEY (tenant_id, session_id, turn_no),
+    CONSTRAINT clarification_session FOREIGN KEY (tenant_id, session_id)
+        REFERENCES convctx.session ON DELETE CASCADE
+);
+
+COMMENT ON TABLE convctx.clarification IS
+    'clarification questions asked at a turn and the model''s inferred context, to rebuild the full context of the answer turn';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.clarification', '');
+
+CREATE TABLE convctx.followup_phrase (
+    tenant_id  text    NOT NULL,
+    kind       text    NOT NULL,
+    phrase     text    NOT NULL,
+    builtin    boolean NOT NULL DEFAULT false,
+    CONSTRAINT followup_phrase_pkey PRIMARY KEY (tenant_id, kind, phrase),
+    CONSTRAINT followup_phrase_kind CHECK (kind IN ('clarification', 'fresh_keyword'))
+);
+
+COMMENT ON TABLE convctx.followup_phrase IS
+    'phrases of is_followup: clarification phrases (reuse the previous context) and fresh_keyword (always retrieve); tenant '''' applies to every tenant';
+
+INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase, builtin) VALUES
+    ('', 'clarification', '¿seguro?', true),
+    ('', 'clarification', '¿estás seguro?', true),
+    ('', 'clarification', '¿está seguro?', true),
+    ('', 'clarification', 'explícame más', true),
+    ('', 'clarification', 'explícalo', true),
+    ('', 'clarification', '¿qué quieres decir?', true),
+    ('', 'clarification', 'are you sure', true),
+    ('', 'clarification', 'explain more', true),
+    ('', 'clarification', 'tell me more', true),
+    ('', 'clarification', 'what do you mean', true),
+    ('', 'clarification', 'can you elaborate', true),
+    ('', 'clarification', 'can you clarify', true),
+    ('', 'fresh_keyword', 'artículo', true),
+    ('', 'fresh_keyword', 'ley', true),
+    ('', 'fresh_keyword', 'código', true),
+    ('', 'fresh_keyword', 'article', true),
+    ('', 'fresh_keyword', 'law', true),
+    ('', 'fresh_keyword', 'code', true),
+    ('', 'fresh_keyword', 'section', true),
+    ('', 'fresh_keyword', 'statute', true);
+
+-- pg_dump keeps the rows tenants added, not the ones this script installs.
+SELECT pg_catalog.pg_extension_config_dump('convctx.followup_phrase', 'WHERE NOT builtin');
+
+CREATE FUNCTION convctx.conversation_state(session_id text, message_window integer DEFAULT 10)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_conversation_state'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.conversation_state(text, integer) IS
+    'the conversation state for a planner prompt: message count, first message flag, recent messages, referenced entities, summary and whether a new one is needed';
+
+CREATE FUNCTION convctx.set_summary(session_id text, summary text, through_turn uuid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_set_summary'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.set_summary(text, text, uuid) IS
+    'store the app''s summary of every turn of a session up to and including through_turn, replacing an older one';
+
+CREATE FUNCTION convctx.turns_to_summarize(session_id text, message_window integer DEFAULT 10)
+RETURNS TABLE (turn_id uuid, created_at timestamptz, question_neutral text, answer_neutral text)
+AS 'MODULE_PATHNAME', 'convctx_turns_to_summarize'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.turns_to_summarize(text, integer) IS
+    'the live turns older than the message window and not covered by the stored summary, oldest first: what to feed the summarizer';
+
+CREATE FUNCTION convctx.render_conversation_state(state jsonb)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_render_conversation_state'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION convctx.render_conversation_state(jsonb) IS
+    'planner context text of a conversation state: summary, the last 5 messages cut at 200 characters, first message note, up to 10 entities';
+
+CREATE FUNCTION convctx.record_retrieval(session_id text, turn_id uuid, chunks jsonb, citations jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_record_retrieval'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.record_retrieval(text, uuid, jsonb, jsonb) IS
+    'store the chunks retrieved for a turn and the citations its answer used ({"id"} references resolved to full chunks); replaces an earlier record';
+
+CREATE FUNCTION convctx.context_history(session_id text, turns integer DEFAULT 5, current_chunks jsonb DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_context_history'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.context_history(text, integer, jsonb) IS
+    'unified citation context: all chunks of the previous turn, cited chunks of older ones, then current chunks, indexed 1..n, each chunk id once';
+
+CREATE FUNCTION convctx.render_context_history(history jsonb, labels jsonb DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_render_context_history'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION convctx.render_context_history(jsonb, jsonb) IS
+    'text form of context_history: section headers (overridable through labels {"immediate", "history", "current"}) and [k] source - title, Title:, Text: per chunk';
+
+CREATE FUNCTION convctx.is_followup(query text, session_id text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_is_followup'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.is_followup(text, text) IS
+    'context decision: true means reuse the previous context and skip retrieval (short query or clarification phrase, no fresh-retrieval keyword)';
+
+CREATE FUNCTION convctx.record_clarification(session_id text, turn_id uuid, questions jsonb, inferred_context jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_record_clarification'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.record_clarification(text, uuid, jsonb, jsonb) IS
+    'store the clarification questions asked at a turn and the model''s inferred context; replaces an earlier record';
+
+CREATE FUNCTION convctx.clarification_context(session_id text, turn_id uuid, answers jsonb DEFAULT '{}')
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_clarification_context'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.clarification_context(text, uuid, jsonb) IS
+    'rebuild {"originalDescription", "questionsAsked", "inferredContext", "answers"} from a stored turn and its clarification';
+
+CREATE FUNCTION convctx.render_clarification(ctx jsonb, instruction text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_render_clarification'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION convctx.render_clarification(jsonb, text) IS
+    'full-context prompt of a clarification turn: original issue, questions asked, the user''s clarifications, previous analysis, then the instruction';

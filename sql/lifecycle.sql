@@ -1,6 +1,7 @@
 -- Lifecycle: redaction tombstones, erasure, retention purges, scheduling, views.
 -- start from an empty store, whatever ran before
-TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
+         convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
 -- Every column of the stored turns, with ids and clock values turned into facts.
@@ -126,7 +127,8 @@ WHERE details::text ~ '(private|secret|answer|A for)';
 ------------------------------------------------------------------------------
 -- retention
 ------------------------------------------------------------------------------
-TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
+         convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 SELECT * FROM convctx.retention_settings();
 SHOW convctx.session_ttl;
 SHOW convctx.context_ttl;

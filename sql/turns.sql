@@ -1,6 +1,7 @@
 -- Turn history: start_turn, finalize_turn, recent_turns(_json), link_session, replace_turn.
 -- start from an empty store, whatever ran before
-TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
+         convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 
 -- A view of the stored turns without random ids or clock values.
 CREATE TEMP VIEW turns AS

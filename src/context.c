@@ -20,7 +20,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -29,71 +28,14 @@
 #include "utils/jsonb.h"
 
 #include "convctx.h"
-
-/* A node id borrowed from its jsonb or text[] input: not NUL-terminated. */
-typedef struct NodeIdKey
-{
-	const char *str;
-	int			len;
-} NodeIdKey;
-
-typedef struct NodeIdEntry
-{
-	NodeIdKey	key;
-	uint32		hash;
-	char		status;
-	bool		in_batch;		/* referenced by the ids being merged */
-	int			last_pos;		/* last position in the existing list */
-	int			node_index;		/* context_aspect: index of its node, or -1 */
-} NodeIdEntry;
-
-#define SH_PREFIX		nodeid
-#define SH_ELEMENT_TYPE NodeIdEntry
-#define SH_KEY_TYPE		NodeIdKey
-#define SH_KEY			key
-#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).str, (k).len)
-#define SH_EQUAL(tb, a, b) ((a).len == (b).len && memcmp((a).str, (b).str, (a).len) == 0)
-#define SH_STORE_HASH
-#define SH_GET_HASH(tb, a) ((a)->hash)
-#define SH_SCOPE		static inline
-#define SH_DECLARE
-#define SH_DEFINE
-#include "lib/simplehash.h"
+#include "idmap.h"
 
 /* The ids of a context's activeNodeIds, in stored order. */
 typedef struct NodeIdList
 {
-	NodeIdKey  *ids;
+	IdKey  *ids;
 	int			count;
 } NodeIdList;
-
-static const char *
-JsonbValueTypeName(JsonbValue *v)
-{
-	switch (v->type)
-	{
-		case jbvNull:
-			return "null";
-		case jbvString:
-			return "string";
-		case jbvNumeric:
-			return "number";
-		case jbvBool:
-			return "boolean";
-		case jbvBinary:
-			return JsonContainerIsArray(v->val.binary.data) ? "array" : "object";
-		default:
-			return "value";
-	}
-}
-
-static const char *
-JsonbRootTypeName(Jsonb *jb)
-{
-	if (JB_ROOT_IS_SCALAR(jb))
-		return "scalar";
-	return JB_ROOT_IS_ARRAY(jb) ? "array" : "object";
-}
 
 /*
  * Check that ctx is an object whose activeNodeIds, when present, is an
@@ -128,7 +70,7 @@ ContextReadActiveIds(Jsonb *ctx)
 				errdetail("Got a JSON %s.", JsonbValueTypeName(&found)));
 
 	arr = found.val.binary.data;
-	list.ids = palloc(sizeof(NodeIdKey) * Max(JsonContainerSize(arr), 1));
+	list.ids = palloc(sizeof(IdKey) * Max(JsonContainerSize(arr), 1));
 
 	n = 0;
 	it = JsonbIteratorInit(arr);
@@ -159,17 +101,6 @@ ContextCheckShape(Jsonb *ctx)
 	(void) ContextReadActiveIds(ctx);
 }
 
-static void
-PushString(JsonbParseState **state, JsonbIteratorToken tok, const char *str, int len)
-{
-	JsonbValue	v;
-
-	v.type = jbvString;
-	v.val.string.val = (char *) str;
-	v.val.string.len = len;
-	pushJsonbValue(state, tok, &v);
-}
-
 /*
  * Merge node_ids into ctx (NULL means an empty context) and return the new
  * context. Ids already present keep their relative order, ids referenced
@@ -185,11 +116,11 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 	Datum	   *batch_datums = NULL;
 	bool	   *batch_nulls = NULL;
 	int			batch_count = 0;
-	NodeIdKey  *batch;
+	IdKey  *batch;
 	int			batch_unique = 0;
-	NodeIdKey  *survivors;
+	IdKey  *survivors;
 	int			survivor_count = 0;
-	nodeid_hash *set;
+	idmap_hash *set;
 	int			total;
 	int			skip;
 	int			i;
@@ -211,16 +142,17 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 						  &batch_datums, &batch_nulls, &batch_count);
 	}
 
-	set = nodeid_create(CurrentMemoryContext,
-						Max(existing.count + batch_count, 8), NULL);
+	/* flag: referenced by the batch; pos: last position in the existing list */
+	set = idmap_create(CurrentMemoryContext,
+					   Max(existing.count + batch_count, 8), NULL);
 
 	/* The batch: unique non-empty ids, in the order given. */
-	batch = palloc(sizeof(NodeIdKey) * Max(batch_count, 1));
+	batch = palloc(sizeof(IdKey) * Max(batch_count, 1));
 	for (i = 0; i < batch_count; i++)
 	{
 		text	   *t;
-		NodeIdKey	key;
-		NodeIdEntry *e;
+		IdKey	key;
+		IdEntry    *e;
 		bool		found;
 
 		if (batch_nulls[i])
@@ -230,37 +162,37 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 		key.len = VARSIZE_ANY_EXHDR(t);
 		if (key.len == 0)
 			continue;
-		e = nodeid_insert(set, key, &found);
+		e = IdMapInsert(set, key.str, key.len, &found);
 		if (found)
 			continue;
-		e->in_batch = true;
-		e->last_pos = -1;
+		e->flag = true;
+		e->pos = -1;
 		batch[batch_unique++] = key;
 	}
 
 	/* Existing ids not referenced again, each at its last occurrence. */
 	for (i = 0; i < existing.count; i++)
 	{
-		NodeIdEntry *e;
+		IdEntry    *e;
 		bool		found;
 
 		if (existing.ids[i].len == 0)
 			continue;
-		e = nodeid_insert(set, existing.ids[i], &found);
+		e = IdMapInsert(set, existing.ids[i].str, existing.ids[i].len, &found);
 		if (!found)
-			e->in_batch = false;
-		if (!e->in_batch)
-			e->last_pos = i;
+			e->flag = false;
+		if (!e->flag)
+			e->pos = i;
 	}
-	survivors = palloc(sizeof(NodeIdKey) * Max(existing.count, 1));
+	survivors = palloc(sizeof(IdKey) * Max(existing.count, 1));
 	for (i = 0; i < existing.count; i++)
 	{
-		NodeIdEntry *e;
+		IdEntry    *e;
 
 		if (existing.ids[i].len == 0)
 			continue;
-		e = nodeid_lookup(set, existing.ids[i]);
-		if (!e->in_batch && e->last_pos == i)
+		e = IdMapLookup(set, existing.ids[i].str, existing.ids[i].len);
+		if (!e->flag && e->pos == i)
 			survivors[survivor_count++] = existing.ids[i];
 	}
 
@@ -290,13 +222,13 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 				pushJsonbValue(&state, WJB_VALUE, &v);
 		}
 	}
-	PushString(&state, WJB_KEY, CONVCTX_ACTIVE_NODE_IDS, strlen(CONVCTX_ACTIVE_NODE_IDS));
+	JsonbPushString(&state, WJB_KEY, CONVCTX_ACTIVE_NODE_IDS, strlen(CONVCTX_ACTIVE_NODE_IDS));
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (i = skip; i < total; i++)
 	{
-		NodeIdKey  *k = i < survivor_count ? &survivors[i] : &batch[i - survivor_count];
+		IdKey  *k = i < survivor_count ? &survivors[i] : &batch[i - survivor_count];
 
-		PushString(&state, WJB_ELEM, k->str, k->len);
+		JsonbPushString(&state, WJB_ELEM, k->str, k->len);
 	}
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
 	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
@@ -373,7 +305,7 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *ctx;
 	NodeIdList	active;
-	nodeid_hash *set;
+	idmap_hash *set;
 	AspectNode *nodes = NULL;
 	StringInfoData buf;
 	int			lines = 0;
@@ -389,7 +321,8 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 	ctx = PG_GETARG_JSONB_P(0);
 	active = ContextReadActiveIds(ctx);
 
-	set = nodeid_create(CurrentMemoryContext, Max(active.count, 8), NULL);
+	/* index: the node object describing the id; flag: already listed */
+	set = idmap_create(CurrentMemoryContext, Max(active.count, 8), NULL);
 
 	if (!PG_ARGISNULL(1))
 	{
@@ -413,8 +346,8 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 			JsonbValue	id;
 			JsonbValue	pref;
 			JsonbValue	name;
-			NodeIdKey	key;
-			NodeIdEntry *e;
+			IdKey	key;
+			IdEntry    *e;
 			bool		found;
 
 			if (tok != WJB_ELEM)
@@ -441,11 +374,11 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 			/* The first object for an id describes it. */
 			key.str = id.val.string.val;
 			key.len = id.val.string.len;
-			e = nodeid_insert(set, key, &found);
+			e = IdMapInsert(set, key.str, key.len, &found);
 			if (!found)
 			{
-				e->node_index = n;
-				e->in_batch = false;
+				e->index = n;
+				e->flag = false;
 			}
 			n++;
 		}
@@ -456,25 +389,25 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 						   "In this conversation, the following regulatory concepts are already in scope:");
 	for (i = 0; i < active.count; i++)
 	{
-		NodeIdKey	key = active.ids[i];
-		NodeIdEntry *e;
+		IdKey		key = active.ids[i];
+		IdEntry    *e;
 		bool		found;
 
 		if (key.len == 0)
 			continue;
-		e = nodeid_insert(set, key, &found);
+		e = IdMapInsert(set, key.str, key.len, &found);
 		if (!found)
-			e->node_index = -1;
-		else if (e->in_batch)
+			e->index = -1;
+		else if (e->flag)
 			continue;			/* already listed */
-		e->in_batch = true;
+		e->flag = true;
 
 		appendStringInfoString(&buf, "\n- ");
-		if (e->node_index < 0)
+		if (e->index < 0)
 			appendBinaryStringInfo(&buf, key.str, key.len);
 		else
 		{
-			AspectNode *node = &nodes[e->node_index];
+			AspectNode *node = &nodes[e->index];
 
 			appendBinaryStringInfo(&buf, node->label.val.string.val,
 								   node->label.val.string.len);

@@ -36,6 +36,7 @@ char	   *convctx_ip_hash_salt = NULL;
 int			convctx_session_ttl = 24 * 60 * 60;
 int			convctx_turn_retention = 0;
 int			convctx_context_ttl = 30 * 24 * 60 * 60;
+int			convctx_summary_threshold = 15;
 
 static bool
 check_metadata_allowlist(char **newval, void **extra, GucSource source)
@@ -145,6 +146,16 @@ _PG_init(void)
 							0, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.summary_threshold",
+							"Unsummarized messages older than the window above which conversation_state asks for a summary.",
+							NULL,
+							&convctx_summary_threshold,
+							15,
+							0, INT_MAX,
+							PGC_USERSET,
+							0,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("convctx");

@@ -36,6 +36,7 @@ extern char *convctx_ip_hash_salt;
 extern int	convctx_session_ttl;
 extern int	convctx_turn_retention;
 extern int	convctx_context_ttl;
+extern int	convctx_summary_threshold;
 
 /* SQLSTATE of a refused link of a session to a second identity. */
 #define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')
@@ -52,6 +53,20 @@ extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *
 extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
 extern void CheckTextSize(text *t, const char *what);
 
+/* jsonb helpers (jsonb_util.c) */
+extern const char *JsonbValueTypeName(JsonbValue *v);
+extern const char *JsonbRootTypeName(Jsonb *jb);
+extern bool JsonbIsArray(Jsonb *jb);
+extern JsonbValue *JsonbObjectString(JsonbContainer *obj, const char *key,
+									 const char *what, JsonbValue *out);
+extern void JsonbPushKey(JsonbParseState **state, const char *key);
+extern void JsonbPushString(JsonbParseState **state, JsonbIteratorToken tok,
+							const char *str, int len);
+extern void JsonbPushNull(JsonbParseState **state, JsonbIteratorToken tok);
+extern void JsonbPushBool(JsonbParseState **state, JsonbIteratorToken tok, bool b);
+extern void JsonbPushInt(JsonbParseState **state, JsonbIteratorToken tok, int64 i);
+extern void JsonbPushJsonb(JsonbParseState **state, JsonbIteratorToken tok, Jsonb *jb);
+
 /* Context objects (context.c) */
 extern void ContextCheckShape(Jsonb *ctx);
 extern Jsonb *ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes);
@@ -67,6 +82,10 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);
 extern bool SessionLock(text *tenant, text *session_id);
+
+/* Prompt data that redaction forgets (prompt_state.c) */
+extern void PromptForget(text *tenant, text *session_id, int64 turn_no);
+extern int64 PromptTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
 /* The audit log (audit.c) */
 extern void AuditWrite(text *tenant, const char *action, text *session_id,

@@ -65,7 +65,8 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND deleted_at IS NULL" \
 	"   AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
 	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"          AND turn_id OPERATOR(pg_catalog.=) $3)"
+	"          AND turn_id OPERATOR(pg_catalog.=) $3)" \
+	" RETURNING turn_no"
 
 #define TURN_EXISTS_SQL \
 	"SELECT 1 FROM convctx.turn" \
@@ -132,13 +133,23 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING 1)" \
 	" SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM contexts)"
 
-/* $1 age in seconds, $2 batch */
+/* $1 age in seconds, $2 batch; what was recorded for the turns goes with them */
 #define EXPIRED_TURNS_SQL \
-	"DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"WITH d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.turn" \
 	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	"   ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))"
+	"   ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))" \
+	"  RETURNING tenant_id, session_id, turn_no)," \
+	" r AS (DELETE FROM convctx.turn_retrieval x USING d" \
+	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
+	"     AND x.session_id OPERATOR(pg_catalog.=) d.session_id" \
+	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)," \
+	" c AS (DELETE FROM convctx.clarification x USING d" \
+	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
+	"     AND x.session_id OPERATOR(pg_catalog.=) d.session_id" \
+	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
+	" SELECT count(*) FROM d"
 
 #define EXPIRED_CONTEXTS_SQL \
 	"DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
@@ -175,9 +186,17 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 	SPI_connect();
 	(void) SessionLock(tenant, session_id);
 	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 3, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE);
+			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 	versions = SPI_processed;
-	if (versions == 0)
+	if (versions > 0)
+	{
+		bool		isnull;
+		int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+
+		PromptForget(tenant, session_id, turn_no);
+	}
+	else
 	{
 		SpiRunPlan(SpiKeptPlan(&turn_exists_plan, TURN_EXISTS_SQL, 3, argtypes),
 				   values, NULL, false, 1, SPI_OK_SELECT);
@@ -216,6 +235,7 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);
 		turns = FirstInt8();
+		PromptForget(tenant, session_id, 0);
 	}
 	AuditWrite(tenant, "redact_session", session_id, NULL,
 			   psprintf("{\"turns\": " INT64_FORMAT "}", turns));
@@ -237,6 +257,8 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(identity_id)};
 	uint64		sessions;
+	uint64		i;
+	text	  **session_ids;
 	int64		turns;
 	uint64		contexts;
 
@@ -244,12 +266,22 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	sessions = SPI_processed;
+	session_ids = palloc(sizeof(text *) * Max(sessions, 1));
+	for (i = 0; i < sessions; i++)
+	{
+		bool		isnull;
+
+		session_ids[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	turns = FirstInt8();
 	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);
 	contexts = SPI_processed;
+	for (i = 0; i < sessions; i++)
+		PromptForget(tenant, session_ids[i], 0);
 	AuditWrite(tenant, "erase_identity", NULL, identity_id,
 			   psprintf("{\"sessions\": " UINT64_FORMAT ", \"turns\": " INT64_FORMAT
 						", \"contexts\": " UINT64_FORMAT "}",
@@ -374,8 +406,8 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 		Datum		values[2] = {Int32GetDatum(convctx_turn_retention), Int32GetDatum(batch)};
 
 		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 2, argtypes),
-				   values, NULL, false, 0, SPI_OK_DELETE);
-		pass.expired_turns = SPI_processed;
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		pass.expired_turns = FirstInt8();
 	}
 
 	if (convctx_context_ttl > 0)

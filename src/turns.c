@@ -86,7 +86,13 @@ static SPIPlanPtr session_lock_plan = NULL;
 	" DO NOTHING"
 
 #define CAP_SQL \
-	"DELETE FROM convctx.turn" \
+	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_no OPERATOR(pg_catalog.<=) $3)," \
+	" c AS (DELETE FROM convctx.clarification" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_no OPERATOR(pg_catalog.<=) $3)" \
+	" DELETE FROM convctx.turn" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND turn_no OPERATOR(pg_catalog.<=) $3"
 

@@ -1,0 +1,394 @@
+/*-------------------------------------------------------------------------
+ *
+ * prompt_clarification.c
+ *	  Clarification reconstruction: record_clarification,
+ *	  clarification_context and render_clarification.
+ *
+ * When the model asks clarification questions, the app records them with
+ * the model's inferred context against the turn that asked. The answer
+ * turn then rebuilds the full context (the original question, the
+ * questions, the inferences and the user's answers) server-side from the
+ * turn id, or renders a context the client sent (the stateless form).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/prompt_clarification.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "convctx.h"
+#include "idmap.h"
+
+static SPIPlanPtr store_plan = NULL;
+static SPIPlanPtr load_plan = NULL;
+
+#define STORE_SQL \
+	"INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, inferred_context)" \
+	" VALUES ($1, $2, $3, $4, $5)" \
+	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
+	" SET questions = EXCLUDED.questions, inferred_context = EXCLUDED.inferred_context," \
+	"     recorded_at = pg_catalog.statement_timestamp()"
+
+#define LOAD_SQL \
+	"SELECT t.question_neutral, t.deleted_at IS NOT NULL, c.questions, c.inferred_context" \
+	"  FROM convctx.turn t" \
+	"  LEFT JOIN convctx.clarification c" \
+	"         ON c.tenant_id OPERATOR(pg_catalog.=) t.tenant_id" \
+	"        AND c.session_id OPERATOR(pg_catalog.=) t.session_id" \
+	"        AND c.turn_no OPERATOR(pg_catalog.=) t.turn_no" \
+	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND t.turn_id OPERATOR(pg_catalog.=) $3"
+
+/* Check an array of question objects {question, id?, type?, ...}. */
+static void
+CheckQuestions(JsonbContainer *arr, const char *what)
+{
+	int			n = JsonContainerSize(arr);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue *q = getIthJsonbValueFromContainer(arr, i);
+		char	   *qwhat = psprintf("question %d of %s", i + 1, what);
+		JsonbValue	v;
+
+		if (q->type != jbvBinary || !JsonContainerIsObject(q->val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("%s must be a JSON object", qwhat),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(q)));
+		if (JsonbObjectString(q->val.binary.data, "question", qwhat, &v) == NULL)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("%s must have a string \"question\"", qwhat));
+		(void) JsonbObjectString(q->val.binary.data, "id", qwhat, &v);
+		(void) JsonbObjectString(q->val.binary.data, "type", qwhat, &v);
+	}
+}
+
+static Jsonb *
+ArgObject(FunctionCallInfo fcinfo, int argno, const char *what, bool required)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		if (required)
+			ereport(ERROR,
+					errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					errmsg("%s must not be null", what));
+		return NULL;
+	}
+	return ArgOptionalObject(fcinfo, argno, what);
+}
+
+PG_FUNCTION_INFO_V1(convctx_record_clarification);
+
+/*
+ * record_clarification(session_id, turn_id, questions, inferred_context)
+ */
+Datum
+convctx_record_clarification(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	Jsonb	   *questions;
+	Jsonb	   *inferred = ArgObject(fcinfo, 3, "inferred_context", true);
+	text	   *tenant = CurrentTenant();
+	int64		turn_no;
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID};
+	Datum		values[5];
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("questions must not be null"));
+	questions = PG_GETARG_JSONB_P(2);
+	if (!JsonbIsArray(questions))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("questions must be a JSON array"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(questions)));
+	CheckQuestions(&questions->root, "questions");
+	if (VARSIZE(questions) + VARSIZE(inferred) - 2 * VARHDRSZ > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("clarification is too long"),
+				errdetail("convctx.max_text_bytes allows %d bytes.", convctx_max_text_bytes));
+
+	SPI_connect();
+	/* Serialized with redaction, which deletes what a turn recorded. */
+	(void) SessionLock(tenant, session_id);
+	turn_no = PromptTurnNo(tenant, session_id, turn_id);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = Int64GetDatum(turn_no);
+	values[3] = JsonbPGetDatum(questions);
+	values[4] = JsonbPGetDatum(inferred);
+	SpiRunPlan(SpiKeptPlan(&store_plan, STORE_SQL, 5, argtypes), values, NULL,
+			   false, 0, SPI_OK_INSERT);
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(convctx_clarification_context);
+
+/*
+ * clarification_context(session_id, turn_id, answers) -> jsonb
+ */
+Datum
+convctx_clarification_context(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	Jsonb	   *answers = ArgObject(fcinfo, 2, "answers", false);
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	JsonbParseState *state = NULL;
+	Jsonb	   *out;
+	text	   *question;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&load_plan, LOAD_SQL, 3, argtypes), values, NULL,
+			   true, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				errcode(ERRCODE_NO_DATA_FOUND),
+				errmsg("turn does not exist"),
+				errdetail("No turn %s belongs to session \"%s\".",
+						  UuidString(turn_id), text_to_cstring(session_id)));
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	if (DatumGetBool(SPI_getbinval(row, desc, 2, &isnull)))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn has been redacted"),
+				errdetail("Turn %s keeps no text and no clarification.", UuidString(turn_id)));
+	(void) SPI_getbinval(row, desc, 3, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				errcode(ERRCODE_NO_DATA_FOUND),
+				errmsg("no clarification was recorded for the turn"),
+				errdetail("Turn %s of session \"%s\" has none.",
+						  UuidString(turn_id), text_to_cstring(session_id)),
+				errhint("Record one with convctx.record_clarification()."));
+
+	MemoryContextSwitchTo(caller);
+	question = DatumGetTextPP(SPI_getbinval(row, desc, 1, &isnull));
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&state, "originalDescription");
+	JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(question), VARSIZE_ANY_EXHDR(question));
+	JsonbPushKey(&state, "questionsAsked");
+	JsonbPushJsonb(&state, WJB_VALUE, DatumGetJsonbP(SPI_getbinval(row, desc, 3, &isnull)));
+	JsonbPushKey(&state, "inferredContext");
+	JsonbPushJsonb(&state, WJB_VALUE, DatumGetJsonbP(SPI_getbinval(row, desc, 4, &isnull)));
+	JsonbPushKey(&state, "answers");
+	if (answers != NULL)
+		JsonbPushJsonb(&state, WJB_VALUE, answers);
+	else
+	{
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	}
+	out = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	SPI_finish();
+
+	PG_RETURN_JSONB_P(out);
+}
+
+/* True when a string has something besides white space. */
+static bool
+NotBlank(JsonbValue *v)
+{
+	int			i;
+
+	for (i = 0; i < v->val.string.len; i++)
+		if (!isspace((unsigned char) v->val.string.val[i]))
+			return true;
+	return false;
+}
+
+static void
+AppendAnswer(StringInfo buf, JsonbValue *key, JsonbValue *answer, bool *any)
+{
+	if (answer->type != jbvString || !NotBlank(answer))
+		return;
+	appendStringInfoString(buf, "\n- ");
+	appendBinaryStringInfo(buf, key->val.string.val, key->val.string.len);
+	appendStringInfoString(buf, ": ");
+	appendBinaryStringInfo(buf, answer->val.string.val, answer->val.string.len);
+	*any = true;
+}
+
+static void
+AppendOrDefault(StringInfo buf, const char *prefix, JsonbContainer *obj, const char *key,
+				const char *fallback)
+{
+	JsonbValue	v;
+
+	appendStringInfoString(buf, prefix);
+	if (obj != NULL && JsonbObjectString(obj, key, "inferredContext", &v) != NULL && NotBlank(&v))
+		appendBinaryStringInfo(buf, v.val.string.val, v.val.string.len);
+	else
+		appendStringInfoString(buf, fallback);
+}
+
+PG_FUNCTION_INFO_V1(convctx_render_clarification);
+
+/*
+ * render_clarification(ctx, instruction) -> text
+ */
+Datum
+convctx_render_clarification(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *ctx;
+	StringInfoData buf;
+	JsonbValue	v;
+	JsonbContainer *questions = NULL;
+	JsonbContainer *answers = NULL;
+	JsonbContainer *inferred = NULL;
+	idmap_hash *shown;
+	bool		any = false;
+	int			n;
+	int			i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	ctx = PG_GETARG_JSONB_P(0);
+	if (!JB_ROOT_IS_OBJECT(ctx))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("clarification context must be a JSON object"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
+
+	if (getKeyJsonValueFromContainer(&ctx->root, "questionsAsked", 14, &v) != NULL &&
+		v.type != jbvNull)
+	{
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"questionsAsked\" must be a JSON array"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		questions = v.val.binary.data;
+		CheckQuestions(questions, "questionsAsked");
+	}
+	if (getKeyJsonValueFromContainer(&ctx->root, "answers", 7, &v) != NULL && v.type != jbvNull)
+	{
+		JsonbIterator *it;
+		JsonbValue	a;
+		JsonbIteratorToken tok;
+
+		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"answers\" must be a JSON object"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		answers = v.val.binary.data;
+		it = JsonbIteratorInit(answers);
+		while ((tok = JsonbIteratorNext(&it, &a, true)) != WJB_DONE)
+			if (tok == WJB_VALUE && a.type != jbvString && a.type != jbvNull)
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("every answer must be a string"),
+						errdetail("Got a JSON %s.", JsonbValueTypeName(&a)));
+	}
+	if (getKeyJsonValueFromContainer(&ctx->root, "inferredContext", 15, &v) != NULL &&
+		v.type != jbvNull)
+	{
+		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"inferredContext\" must be a JSON object"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		inferred = v.val.binary.data;
+	}
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "## Original Issue\n");
+	if (JsonbObjectString(&ctx->root, "originalDescription", "the clarification context", &v) != NULL)
+		appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+
+	appendStringInfoString(&buf, "\n\n## Questions I Asked");
+	n = questions ? JsonContainerSize(questions) : 0;
+	for (i = 0; i < n; i++)
+	{
+		JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
+		JsonbValue	text;
+		JsonbValue	type;
+
+		(void) JsonbObjectString(q, "question", "a question", &text);
+		appendStringInfoString(&buf, "\n- ");
+		appendBinaryStringInfo(&buf, text.val.string.val, text.val.string.len);
+		if (JsonbObjectString(q, "type", "a question", &type) != NULL)
+		{
+			appendStringInfoString(&buf, " (");
+			appendBinaryStringInfo(&buf, type.val.string.val, type.val.string.len);
+			appendStringInfoChar(&buf, ')');
+		}
+	}
+
+	/* Answers in the order the questions were asked, then any others. */
+	appendStringInfoString(&buf, "\n\n## User's Clarifications");
+	shown = idmap_create(CurrentMemoryContext, 16, NULL);
+	if (answers != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	k;
+		JsonbValue	a;
+		JsonbIteratorToken tok;
+
+		for (i = 0; i < n; i++)
+		{
+			JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
+			JsonbValue	id;
+			bool		found;
+
+			if (JsonbObjectString(q, "id", "a question", &id) == NULL)
+				continue;
+			(void) IdMapInsert(shown, id.val.string.val, id.val.string.len, &found);
+			if (!found && getKeyJsonValueFromContainer(answers, id.val.string.val,
+													   id.val.string.len, &a) != NULL)
+				AppendAnswer(&buf, &id, &a, &any);
+		}
+		it = JsonbIteratorInit(answers);
+		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+		{
+			if (tok != WJB_KEY)
+				continue;
+			tok = JsonbIteratorNext(&it, &a, true);
+			if (IdMapLookup(shown, k.val.string.val, k.val.string.len) == NULL)
+				AppendAnswer(&buf, &k, &a, &any);
+		}
+	}
+	if (!any)
+		appendStringInfoString(&buf, "\n(User skipped clarification)");
+
+	appendStringInfoString(&buf, "\n\n## My Previous Analysis");
+	AppendOrDefault(&buf, "\n- Detected location: ", inferred, "detected_location", "unknown");
+	AppendOrDefault(&buf, "\n- Detected scope: ", inferred, "detected_scope", "unknown");
+	AppendOrDefault(&buf, "\n- Reasoning: ", inferred, "reasoning", "none");
+
+	if (!PG_ARGISNULL(1))
+	{
+		text	   *instruction = PG_GETARG_TEXT_PP(1);
+
+		appendStringInfoString(&buf, "\n\n");
+		appendBinaryStringInfo(&buf, VARDATA_ANY(instruction), VARSIZE_ANY_EXHDR(instruction));
+	}
+
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}

@@ -1,0 +1,533 @@
+/*-------------------------------------------------------------------------
+ *
+ * prompt_state.c
+ *	  Conversation state for planner prompts: conversation_state,
+ *	  set_summary, turns_to_summarize, render_conversation_state; and what
+ *	  redaction must forget of prompt data (PromptForget).
+ *
+ * Messages are the questions and answers of live (not redacted) current
+ * versions of turns, in turn_no order. Reads walk the chronology index
+ * backwards for the window, so their cost follows the window; the counts
+ * are one aggregate over the session's index range.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/prompt_state.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/tuplestore.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr window_plan = NULL;
+static SPIPlanPtr counts_plan = NULL;
+static SPIPlanPtr set_summary_plan = NULL;
+static SPIPlanPtr to_summarize_plan = NULL;
+static SPIPlanPtr forget_turn_plan = NULL;
+static SPIPlanPtr forget_session_plan = NULL;
+
+#define LIVE_TURN \
+	" tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" AND deleted_at IS NULL AND replaced_by_turn_id IS NULL"
+
+#define WINDOW_SQL \
+	"SELECT turn_no, created_at, finalized_at, question_neutral, answer_neutral" \
+	"  FROM convctx.turn WHERE" LIVE_TURN \
+	" ORDER BY turn_no DESC LIMIT $3"
+
+#define COUNTS_SQL \
+	"SELECT count(t.turn_no) OPERATOR(pg_catalog.+) count(t.finalized_at)," \
+	"       count(t.finalized_at)," \
+	"       count(t.turn_no) FILTER (WHERE t.turn_no OPERATOR(pg_catalog.>) COALESCE(sm.through_turn_no, 0))" \
+	"       OPERATOR(pg_catalog.+)" \
+	"       count(t.finalized_at) FILTER (WHERE t.turn_no OPERATOR(pg_catalog.>) COALESCE(sm.through_turn_no, 0))," \
+	"       sm.summary, cc.context_json" \
+	"  FROM (SELECT 1) one" \
+	"  LEFT JOIN convctx.session_summary sm" \
+	"         ON sm.tenant_id OPERATOR(pg_catalog.=) $1 AND sm.session_id OPERATOR(pg_catalog.=) $2" \
+	"  LEFT JOIN convctx.conversation_context cc" \
+	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2" \
+	"  LEFT JOIN convctx.turn t" \
+	"         ON t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"        AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
+	" GROUP BY sm.summary, sm.through_turn_no, cc.context_json"
+
+#define SET_SUMMARY_SQL \
+	"INSERT INTO convctx.session_summary AS s (tenant_id, session_id, summary, through_turn_no)" \
+	" SELECT $1, $2, $3, turn_no FROM convctx.turn" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND turn_id OPERATOR(pg_catalog.=) $4" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
+	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
+	"     updated_at = pg_catalog.statement_timestamp()"
+
+/* The turns wholly older than the last $3 messages and after the summary. */
+#define TO_SUMMARIZE_SQL \
+	"WITH win AS (SELECT turn_no, CASE WHEN finalized_at IS NULL THEN 1 ELSE 2 END AS msgs" \
+	"               FROM convctx.turn WHERE" LIVE_TURN \
+	"              ORDER BY turn_no DESC LIMIT $3)," \
+	" boundary AS (SELECT min(turn_no) AS turn_no FROM (" \
+	"               SELECT turn_no, sum(msgs) OVER (ORDER BY turn_no DESC) OPERATOR(pg_catalog.-) msgs AS newer" \
+	"                 FROM win) w WHERE newer OPERATOR(pg_catalog.<) $3)" \
+	"SELECT t.turn_id, t.created_at, t.question_neutral, t.answer_neutral" \
+	"  FROM convctx.turn t, boundary b" \
+	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
+	"   AND t.turn_no OPERATOR(pg_catalog.<) b.turn_no" \
+	"   AND t.turn_no OPERATOR(pg_catalog.>) COALESCE((SELECT through_turn_no FROM convctx.session_summary s" \
+	"        WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2), 0)" \
+	" ORDER BY t.turn_no"
+
+#define FORGET_TURN_SQL \
+	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_no OPERATOR(pg_catalog.=) $3 RETURNING 1)," \
+	" c AS (DELETE FROM convctx.clarification" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_no OPERATOR(pg_catalog.=) $3 RETURNING 1)" \
+	" DELETE FROM convctx.session_summary" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND through_turn_no OPERATOR(pg_catalog.>=) $3"
+
+#define FORGET_SESSION_SQL \
+	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2 RETURNING 1)," \
+	" c AS (DELETE FROM convctx.clarification" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2 RETURNING 1)" \
+	" DELETE FROM convctx.session_summary" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
+/*
+ * Forget the prompt data of a redacted turn (turn_no >= 1) or of a whole
+ * session (turn_no 0): its retrieved chunks, citations and clarification,
+ * and every summary that covers it. SPI must be connected.
+ */
+void
+PromptForget(text *tenant, text *session_id, int64 turn_no)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(turn_no)};
+
+	if (turn_no > 0)
+		SpiRunPlan(SpiKeptPlan(&forget_turn_plan, FORGET_TURN_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_DELETE);
+	else
+		SpiRunPlan(SpiKeptPlan(&forget_session_plan, FORGET_SESSION_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_DELETE);
+}
+
+/* The parse state keeps pointers, so the text must outlive this call. */
+static void
+PushTimestamp(JsonbParseState **state, Datum ts)
+{
+	char	   *s = JsonEncodeDateTime(NULL, ts, TIMESTAMPTZOID, NULL);
+
+	JsonbPushString(state, WJB_VALUE, s, strlen(s));
+}
+
+static void
+PushMessage(JsonbParseState **state, const char *role, Datum text_datum, Datum ts)
+{
+	text	   *t = DatumGetTextPP(text_datum);
+
+	pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(state, "role");
+	JsonbPushString(state, WJB_VALUE, role, strlen(role));
+	JsonbPushKey(state, "text");
+	JsonbPushString(state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	JsonbPushKey(state, "timestamp");
+	PushTimestamp(state, ts);
+	pushJsonbValue(state, WJB_END_OBJECT, NULL);
+}
+
+PG_FUNCTION_INFO_V1(convctx_conversation_state);
+
+/*
+ * conversation_state(session_id, message_window) -> jsonb
+ */
+Datum
+convctx_conversation_state(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		window = ArgLimit(fcinfo, 1, "message_window");
+	text	   *tenant = CurrentTenant();
+	MemoryContext caller = CurrentMemoryContext;
+	JsonbParseState *state = NULL;
+	JsonbValue *result;
+	Jsonb	   *out;
+	int64		messages = 0;
+	int64		finalized = 0;
+	int64		uncovered = 0;
+	Datum		summary = (Datum) 0;
+	bool		summary_null = true;
+	Jsonb	   *context = NULL;
+	SPITupleTable *win;
+	uint64		nwin;
+	int64		in_window;
+	int64		skip;
+	int64		i;
+
+	SPI_connect();
+	{
+		Oid			argtypes[2] = {TEXTOID, TEXTOID};
+		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+
+		SpiRunPlan(SpiKeptPlan(&counts_plan, COUNTS_SQL, 2, argtypes),
+				   values, NULL, true, 0, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+		{
+			HeapTuple	row = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+			Datum		d;
+
+			messages = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+			finalized = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
+			uncovered = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
+			summary = SPI_getbinval(row, desc, 4, &summary_null);
+			d = SPI_getbinval(row, desc, 5, &isnull);
+			if (!isnull)
+				context = DatumGetJsonbP(d);
+		}
+	}
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+		Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+		Int64GetDatum(window)};
+
+		SpiRunPlan(SpiKeptPlan(&window_plan, WINDOW_SQL, 3, argtypes),
+				   values, NULL, true, 0, SPI_OK_SELECT);
+		win = SPI_tuptable;
+		nwin = SPI_processed;
+	}
+
+	/* Build the result in the caller's context: SPI's goes at SPI_finish. */
+	MemoryContextSwitchTo(caller);
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&state, "conversation_id");
+	JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(session_id), VARSIZE_ANY_EXHDR(session_id));
+	JsonbPushKey(&state, "message_count");
+	JsonbPushInt(&state, WJB_VALUE, messages);
+	JsonbPushKey(&state, "is_first_message");
+	JsonbPushBool(&state, WJB_VALUE, finalized == 0);
+
+	/* The window's turns came newest first; messages go oldest first. */
+	in_window = 0;
+	for (i = 0; i < (int64) nwin; i++)
+	{
+		bool		isnull;
+
+		(void) SPI_getbinval(win->vals[i], win->tupdesc, 3, &isnull);
+		in_window += isnull ? 1 : 2;
+	}
+	skip = in_window > window ? in_window - window : 0;
+	JsonbPushKey(&state, "recent_messages");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = (int64) nwin - 1; i >= 0; i--)
+	{
+		HeapTuple	row = win->vals[i];
+		bool		unfinalized;
+		bool		isnull;
+		Datum		finalized_at = SPI_getbinval(row, win->tupdesc, 3, &unfinalized);
+		Datum		question = SPI_getbinval(row, win->tupdesc, 4, &isnull);
+		Datum		created_at = SPI_getbinval(row, win->tupdesc, 2, &isnull);
+
+		if (skip > 0)
+			skip--;
+		else
+			PushMessage(&state, "user", question, created_at);
+		if (!unfinalized)
+		{
+			Datum		answer = SPI_getbinval(row, win->tupdesc, 5, &isnull);
+
+			/* a live finalized turn has an answer (table constraint) */
+			if (skip > 0)
+				skip--;
+			else if (!isnull)
+				PushMessage(&state, "assistant", answer, finalized_at);
+		}
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+
+	/* activeNodeIds runs least to most recent; entities go most recent first. */
+	JsonbPushKey(&state, "referenced_entities");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	if (context != NULL && JB_ROOT_IS_OBJECT(context))
+	{
+		JsonbValue	ids;
+
+		if (getKeyJsonValueFromContainer(&context->root, CONVCTX_ACTIVE_NODE_IDS,
+										 strlen(CONVCTX_ACTIVE_NODE_IDS), &ids) != NULL &&
+			ids.type == jbvBinary && JsonContainerIsArray(ids.val.binary.data))
+		{
+			int			n = JsonContainerSize(ids.val.binary.data);
+			int			k;
+
+			for (k = n - 1; k >= 0; k--)
+			{
+				JsonbValue *v = getIthJsonbValueFromContainer(ids.val.binary.data, k);
+
+				if (v != NULL && v->type == jbvString && v->val.string.len > 0)
+					pushJsonbValue(&state, WJB_ELEM, v);
+			}
+		}
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+
+	JsonbPushKey(&state, "summary");
+	if (summary_null)
+		JsonbPushNull(&state, WJB_VALUE);
+	else
+	{
+		text	   *t = DatumGetTextPP(summary);
+
+		JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	}
+	JsonbPushKey(&state, "needs_summary");
+	JsonbPushBool(&state, WJB_VALUE,
+				  uncovered - Min(messages, (int64) window) > convctx_summary_threshold);
+	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	out = JsonbValueToJsonb(result);
+
+	SPI_finish();
+	PG_RETURN_JSONB_P(out);
+}
+
+PG_FUNCTION_INFO_V1(convctx_set_summary);
+
+/*
+ * set_summary(session_id, summary, through_turn) -> void
+ */
+Datum
+convctx_set_summary(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	text	   *summary;
+	pg_uuid_t  *through = ArgTurnId(fcinfo, 2);
+	text	   *tenant = CurrentTenant();
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[4];
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("summary must not be null"));
+	summary = ArgOptionalText(fcinfo, 1, "summary");
+
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = PointerGetDatum(summary);
+	values[3] = UUIDPGetDatum(through);
+
+	SPI_connect();
+	/* Serialized with redaction, which drops the summaries that cover a turn. */
+	(void) SessionLock(tenant, session_id);
+	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				errcode(ERRCODE_NO_DATA_FOUND),
+				errmsg("turn does not exist"),
+				errdetail("No turn %s belongs to session \"%s\".",
+						  UuidString(through), text_to_cstring(session_id)));
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(convctx_turns_to_summarize);
+
+/*
+ * turns_to_summarize(session_id, message_window) -> setof (turn_id,
+ * created_at, question_neutral, answer_neutral)
+ */
+Datum
+convctx_turns_to_summarize(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		window = ArgLimit(fcinfo, 1, "message_window");
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3];
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = PointerGetDatum(CurrentTenant());
+	values[1] = PointerGetDatum(session_id);
+	values[2] = Int64GetDatum(window);
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&to_summarize_plan, TO_SUMMARIZE_SQL, 3, argtypes),
+			   values, NULL, true, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[4];
+		bool		nulls[4];
+
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+	}
+	SPI_finish();
+
+	return (Datum) 0;
+}
+
+/* Append at most max_chars characters of a string. */
+static void
+AppendClipped(StringInfo buf, const char *s, int len, int max_chars)
+{
+	appendBinaryStringInfo(buf, s, pg_mbcharcliplen(s, len, max_chars));
+}
+
+PG_FUNCTION_INFO_V1(convctx_render_conversation_state);
+
+/*
+ * render_conversation_state(state) -> text
+ */
+Datum
+convctx_render_conversation_state(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *st;
+	StringInfoData buf;
+	JsonbValue	v;
+	bool		any = false;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	st = PG_GETARG_JSONB_P(0);
+	if (!JB_ROOT_IS_OBJECT(st))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("state must be a JSON object"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(st)));
+	initStringInfo(&buf);
+
+	if (JsonbObjectString(&st->root, "summary", "state", &v) != NULL && v.val.string.len > 0)
+	{
+		appendStringInfoString(&buf, "Conversation summary: ");
+		appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+		any = true;
+	}
+
+	if (getKeyJsonValueFromContainer(&st->root, "recent_messages", 15, &v) != NULL &&
+		v.type != jbvNull)
+	{
+		JsonbContainer *arr;
+		int			n;
+		int			k;
+		bool		header = false;
+
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"recent_messages\" of state must be an array"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		arr = v.val.binary.data;
+		n = JsonContainerSize(arr);
+		/* every message is checked, the last five are shown */
+		for (k = 0; k < n; k++)
+		{
+			JsonbValue *m = getIthJsonbValueFromContainer(arr, k);
+			JsonbValue	role;
+			JsonbValue	text;
+			bool		has_role;
+			bool		has_text;
+
+			if (m->type != jbvBinary || !JsonContainerIsObject(m->val.binary.data))
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("message %d of the state must be a JSON object", k + 1),
+						errdetail("Got a JSON %s.", JsonbValueTypeName(m)));
+			has_role = JsonbObjectString(m->val.binary.data, "role", "a message", &role) != NULL;
+			has_text = JsonbObjectString(m->val.binary.data, "text", "a message", &text) != NULL;
+			if (k < n - 5)
+				continue;
+			if (!header)
+			{
+				if (any)
+					appendStringInfoChar(&buf, '\n');
+				appendStringInfoString(&buf, "Recent conversation:");
+				any = header = true;
+			}
+			appendStringInfoString(&buf, "\n  ");
+			if (has_role)
+				appendBinaryStringInfo(&buf, role.val.string.val, role.val.string.len);
+			appendStringInfoString(&buf, ": ");
+			if (has_text)
+				AppendClipped(&buf, text.val.string.val, text.val.string.len, 200);
+		}
+	}
+
+	if (getKeyJsonValueFromContainer(&st->root, "is_first_message", 16, &v) != NULL &&
+		v.type != jbvNull)
+	{
+		if (v.type != jbvBool)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"is_first_message\" of state must be a boolean"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		if (v.val.boolean)
+		{
+			if (any)
+				appendStringInfoChar(&buf, '\n');
+			appendStringInfoString(&buf, "This is the user's first message in this conversation.");
+			any = true;
+		}
+	}
+
+	if (getKeyJsonValueFromContainer(&st->root, "referenced_entities", 19, &v) != NULL &&
+		v.type != jbvNull)
+	{
+		JsonbContainer *arr;
+		int			n;
+		int			k;
+		int			shown = 0;
+
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"referenced_entities\" of state must be an array"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		arr = v.val.binary.data;
+		n = JsonContainerSize(arr);
+		for (k = 0; k < n; k++)
+		{
+			JsonbValue *e = getIthJsonbValueFromContainer(arr, k);
+
+			if (e->type != jbvString)
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("entity %d of the state must be a string", k + 1),
+						errdetail("Got a JSON %s.", JsonbValueTypeName(e)));
+			if (shown == 10)
+				continue;
+			if (shown == 0)
+			{
+				if (any)
+					appendStringInfoChar(&buf, '\n');
+				appendStringInfoString(&buf, "Previously mentioned entities: ");
+				any = true;
+			}
+			else
+				appendStringInfoString(&buf, ", ");
+			appendBinaryStringInfo(&buf, e->val.string.val, e->val.string.len);
+			shown++;
+		}
+	}
+
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}
