@@ -98,6 +98,8 @@ CREATE TABLE convctx.session (
     created_at        timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     last_activity_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     last_turn_no      bigint      NOT NULL DEFAULT 0,
+    live_turns        bigint      NOT NULL DEFAULT 0,
+    live_answers      bigint      NOT NULL DEFAULT 0,
     CONSTRAINT session_pkey PRIMARY KEY (tenant_id, session_id)
 );
 
@@ -109,6 +111,11 @@ COMMENT ON COLUMN convctx.session.last_activity_at IS
     'when the session last started a turn or was linked; anonymous sessions expire convctx.session_ttl after it';
 COMMENT ON COLUMN convctx.session.last_turn_no IS
     'turn_no of the session''s newest turn; new turns take the next number under this row''s lock';
+
+COMMENT ON COLUMN convctx.session.live_turns IS
+    'number of live (not redacted) current-version turns, kept up to date by every function that adds, redacts or deletes one';
+COMMENT ON COLUMN convctx.session.live_answers IS
+    'number of those turns that are finalized; live_turns + live_answers is the message count of the conversation';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx.session', '');
 
@@ -423,6 +430,7 @@ CREATE TABLE convctx.session_summary (
     session_id       text        NOT NULL,
     summary          text        NOT NULL,
     through_turn_no  bigint      NOT NULL,
+    covered_messages bigint      NOT NULL,
     updated_at       timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     CONSTRAINT session_summary_pkey PRIMARY KEY (tenant_id, session_id),
     CONSTRAINT session_summary_session FOREIGN KEY (tenant_id, session_id)
@@ -431,6 +439,9 @@ CREATE TABLE convctx.session_summary (
 
 COMMENT ON TABLE convctx.session_summary IS
     'the app''s LLM-written summary of a session''s turns up to through_turn_no; dropped when a turn it covers is redacted';
+
+COMMENT ON COLUMN convctx.session_summary.covered_messages IS
+    'messages of live turns up to through_turn_no, kept up to date so that needs_summary never counts turns';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx.session_summary', '');
 

@@ -124,6 +124,16 @@ FROM convctx.audit_log ORDER BY audit_id;
 SELECT count(*) AS content_in_audit FROM convctx.audit_log
 WHERE details::text ~ '(private|secret|answer|A for)';
 
+-- the session counts match the turns
+SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers
+FROM convctx.session s
+LEFT JOIN (SELECT tenant_id, session_id,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
+                                     AND finalized_at IS NOT NULL) AS answers
+           FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+
 ------------------------------------------------------------------------------
 -- retention
 ------------------------------------------------------------------------------
@@ -208,3 +218,13 @@ SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_version
 FROM convctx.stats ORDER BY tenant;
 -- a filtered read of the sessions view touches only that session's turns
 EXPLAIN (COSTS OFF) SELECT * FROM convctx.sessions WHERE tenant = '' AND session_id = 'view-s';
+
+-- the session counts match the turns
+SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers
+FROM convctx.session s
+LEFT JOIN (SELECT tenant_id, session_id,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
+                                     AND finalized_at IS NOT NULL) AS answers
+           FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);

@@ -282,3 +282,34 @@ SELECT convctx.set_summary('conv-1', 'again', (SELECT turn_id FROM convctx.turn 
 SELECT convctx.erase_identity('user-1') > 0 AS erased;
 SELECT count(*) AS summaries FROM convctx.session_summary;
 SELECT convctx.render_conversation_state(convctx.conversation_state('conv-1'));
+
+-- the session counts match the turns
+SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers
+FROM convctx.session s
+LEFT JOIN (SELECT tenant_id, session_id,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
+                                     AND finalized_at IS NOT NULL) AS answers
+           FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+
+-- summaries keep counting right when the anonymous cap drops covered turns
+SET convctx.max_session_turns = 4;
+SELECT count(convctx.finalize_turn('capped', convctx.start_turn('capped', 'r' || i, 'q' || i), 'a' || i)) FROM generate_series(1, 4) i;
+SELECT convctx.set_summary('capped', 'first three', (SELECT turn_id FROM convctx.turn WHERE session_id = 'capped' AND request_id = 'r3'));
+SELECT count(convctx.start_turn('capped', 'n' || i, 'q')) FROM generate_series(1, 2) i;
+SELECT turn_no, request_id FROM convctx.turn WHERE session_id = 'capped' ORDER BY turn_no;
+RESET convctx.max_session_turns;
+-- a covered turn finalized late counts too
+INSERT INTO ids SELECT 'late', convctx.start_turn('late', 'r1', 'q1');
+SELECT convctx.finalize_turn('late', convctx.start_turn('late', 'r2', 'q2'), 'a2');
+SELECT convctx.set_summary('late', 'both', (SELECT turn_id FROM convctx.turn WHERE session_id = 'late' AND request_id = 'r2'));
+SELECT convctx.finalize_turn('late', (SELECT id FROM ids WHERE name = 'late'), 'a1');
+-- the covered counts match the turns
+SELECT ss.session_id, ss.covered_messages, c.messages
+FROM convctx.session_summary ss,
+     LATERAL (SELECT count(*) + count(t.finalized_at) AS messages FROM convctx.turn t
+              WHERE t.tenant_id = ss.tenant_id AND t.session_id = ss.session_id
+                AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL
+                AND t.turn_no <= ss.through_turn_no) c
+ORDER BY 1;

@@ -78,6 +78,65 @@ extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);
 
+/*
+ * SQL fragment: subtract from a session's counts the live current-version
+ * turns (and their answers) among the rows a CTE "d" deleted or redacted,
+ * d returning deleted_at (before the change), replaced_by_turn_id and
+ * finalized_at.
+ */
+#define SESSION_COUNTS_MINUS_D \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL)," \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL" \
+	"       AND d.finalized_at IS NOT NULL)"
+
+/*
+ * SQL fragment: the same for a CTE "d" of redacted rows (all of them live
+ * before), returning replaced_by_turn_id and finalized_at.
+ */
+#define SESSION_COUNTS_MINUS_REDACTED \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	"     WHERE d.replaced_by_turn_id IS NULL)," \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	"     WHERE d.replaced_by_turn_id IS NULL AND d.finalized_at IS NOT NULL)"
+
+/*
+ * SQL fragment: per-session adjustment of the counts for a CTE "d" of
+ * deleted rows that returned tenant_id, session_id, deleted_at,
+ * replaced_by_turn_id and finalized_at.
+ */
+#define SESSION_COUNTS_ADJUST_D \
+	" adj AS (UPDATE convctx.session s" \
+	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
+	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
+	"   FROM (SELECT tenant_id, session_id," \
+	"                count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
+	"                count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"                                   AND finalized_at IS NOT NULL) AS answers" \
+	"           FROM d GROUP BY tenant_id, session_id) a" \
+	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
+	"    AND s.session_id OPERATOR(pg_catalog.=) a.session_id" \
+	"    AND a.turns OPERATOR(pg_catalog.>) 0)"
+
+/*
+ * SQL fragment: the matching adjustment of the messages that summaries
+ * cover, for a CTE "d" that also returned turn_no.
+ */
+#define SUMMARY_COVERED_ADJUST_D \
+	" sadj AS (UPDATE convctx.session_summary ss" \
+	"   SET covered_messages = ss.covered_messages OPERATOR(pg_catalog.-) a.msgs" \
+	"   FROM (SELECT d.tenant_id, d.session_id," \
+	"                count(*) OPERATOR(pg_catalog.+) count(d.finalized_at) AS msgs" \
+	"           FROM d JOIN convctx.session_summary s2" \
+	"             ON s2.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
+	"            AND s2.session_id OPERATOR(pg_catalog.=) d.session_id" \
+	"            AND d.turn_no OPERATOR(pg_catalog.<=) s2.through_turn_no" \
+	"          WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL" \
+	"          GROUP BY d.tenant_id, d.session_id) a" \
+	"  WHERE ss.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
+	"    AND ss.session_id OPERATOR(pg_catalog.=) a.session_id)"
+
 /* Turn helpers shared with the lifecycle (turns.c) */
 extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);
@@ -102,5 +161,6 @@ extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,
 							  int nargs, Oid *argtypes);
 extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 					   bool read_only, long count, int expected_rc);
+extern int64 SpiFirstInt8(void);
 
 #endif							/* CONVCTX_H */

@@ -14,7 +14,8 @@
  *	- erase_identity locks the sessions of the identity in a fixed order
  *	  (so concurrent erasures cannot deadlock) before clearing them.
  *	- purge takes row locks only, with SKIP LOCKED: a session that is busy
- *	  is left for the next pass. An expired session is chosen with FOR
+ *	  is left for the next pass. It locks sessions before their turns, as
+ *	  every writer of turns does, so it never deadlocks with them. An expired session is chosen with FOR
  *	  UPDATE, which re-checks its last activity on the newest row version,
  *	  so a session that just received a turn is not purged; and while purge
  *	  holds the lock, start_turn on that session waits, then starts afresh.
@@ -60,13 +61,17 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     deleted_at = pg_catalog.statement_timestamp()"
 
 #define REDACT_TURN_SQL \
-	"UPDATE convctx.turn" TOMBSTONE_SET \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"   AND deleted_at IS NULL" \
-	"   AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
-	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"          AND turn_id OPERATOR(pg_catalog.=) $3)" \
-	" RETURNING turn_no"
+	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND deleted_at IS NULL" \
+	"    AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
+	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"           AND turn_id OPERATOR(pg_catalog.=) $3)" \
+	"  RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
+	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND EXISTS (SELECT 1 FROM d))" \
+	" SELECT count(*), max(turn_no) FROM d"
 
 #define TURN_EXISTS_SQL \
 	"SELECT 1 FROM convctx.turn" \
@@ -74,10 +79,13 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define REDACT_SESSION_SQL \
-	"WITH redacted AS (UPDATE convctx.turn" TOMBSTONE_SET \
+	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"    AND deleted_at IS NULL RETURNING turn_no)" \
-	" SELECT count(DISTINCT turn_no) FROM redacted"
+	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
+	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND EXISTS (SELECT 1 FROM d))" \
+	" SELECT count(DISTINCT turn_no) FROM d"
 
 #define ERASE_LOCK_SQL \
 	"SELECT s.session_id FROM convctx.session s" \
@@ -87,13 +95,16 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" ORDER BY s.session_id FOR UPDATE OF s"
 
 #define ERASE_TURNS_SQL \
-	"WITH redacted AS (UPDATE convctx.turn t" TOMBSTONE_SET \
+	"WITH r AS (UPDATE convctx.turn t" TOMBSTONE_SET \
 	"  FROM convctx.session_link l" \
 	"  WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
 	"    AND t.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
 	"    AND t.session_id OPERATOR(pg_catalog.=) l.session_id" \
-	"    AND t.deleted_at IS NULL RETURNING t.session_id, t.turn_no)" \
-	" SELECT count(*) FROM (SELECT DISTINCT session_id, turn_no FROM redacted) d"
+	"    AND t.deleted_at IS NULL" \
+	"  RETURNING t.tenant_id, t.session_id, t.turn_no, NULL::pg_catalog.timestamptz AS deleted_at," \
+	"            t.replaced_by_turn_id, t.finalized_at)," \
+	" d AS (SELECT * FROM r)," SESSION_COUNTS_ADJUST_D \
+	" SELECT count(*) FROM (SELECT DISTINCT session_id, turn_no FROM r) x"
 
 #define ERASE_CONTEXTS_SQL \
 	"DELETE FROM convctx.conversation_context c USING convctx.session_link l" \
@@ -111,12 +122,15 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /* $1 tenants, $2 sessions, $3 batch */
 #define EXPIRED_SESSION_TURNS_SQL \
-	"DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"WITH d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT t.ctid FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id)" \
 	"  CROSS JOIN LATERAL (SELECT ctid FROM convctx.turn t" \
 	"      WHERE t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
 	"        AND t.session_id OPERATOR(pg_catalog.=) e.session_id) t" \
-	"  LIMIT $3))"
+	"  LIMIT $3))" \
+	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
+	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D \
+	" SELECT count(*) FROM d"
 
 /* $1 tenants, $2 sessions: delete the sessions left without turns, and their contexts */
 #define EMPTIED_SESSIONS_SQL \
@@ -133,14 +147,25 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING 1)" \
 	" SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM contexts)"
 
-/* $1 age in seconds, $2 batch; what was recorded for the turns goes with them */
+/*
+ * $1 age in seconds, $2 batch. The sessions of the old turns are locked
+ * first (skipping busy ones), as every writer of turns does; what was
+ * recorded for the turns goes with them.
+ */
 #define EXPIRED_TURNS_SQL \
-	"WITH d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"  SELECT ctid FROM convctx.turn" \
+	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
 	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	"   ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))" \
-	"  RETURNING tenant_id, session_id, turn_no)," \
+	"   ORDER BY created_at LIMIT $2)," \
+	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
+	"   WHERE (s.tenant_id, s.session_id) IN (SELECT tenant_id, session_id FROM cand)" \
+	"   FOR UPDATE SKIP LOCKED)," \
+	" d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"   SELECT c.tid FROM cand c JOIN locked l" \
+	"       ON l.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
+	"      AND l.session_id OPERATOR(pg_catalog.=) c.session_id))" \
+	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
+	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D "," \
 	" r AS (DELETE FROM convctx.turn_retrieval x USING d" \
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) d.session_id" \
@@ -158,15 +183,6 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
 	"   LIMIT $2 FOR UPDATE SKIP LOCKED))"
 
-static int64
-FirstInt8(void)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 PG_FUNCTION_INFO_V1(convctx_redact_turn);
 
 /*
@@ -181,18 +197,18 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	UUIDPGetDatum(turn_id)};
-	uint64		versions;
+	int64		versions;
 
 	SPI_connect();
 	(void) SessionLock(tenant, session_id);
 	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 3, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-	versions = SPI_processed;
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	versions = SpiFirstInt8();
 	if (versions > 0)
 	{
 		bool		isnull;
 		int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 1, &isnull));
+														  SPI_tuptable->tupdesc, 2, &isnull));
 
 		PromptForget(tenant, session_id, turn_no);
 	}
@@ -208,7 +224,7 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 							  UuidString(turn_id), text_to_cstring(session_id)));
 	}
 	AuditWrite(tenant, "redact_turn", session_id, NULL,
-			   psprintf("{\"turn_id\": \"%s\", \"versions\": " UINT64_FORMAT "}",
+			   psprintf("{\"turn_id\": \"%s\", \"versions\": " INT64_FORMAT "}",
 						UuidString(turn_id), versions));
 	SPI_finish();
 
@@ -234,7 +250,7 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 	{
 		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);
-		turns = FirstInt8();
+		turns = SpiFirstInt8();
 		PromptForget(tenant, session_id, 0);
 	}
 	AuditWrite(tenant, "redact_session", session_id, NULL,
@@ -276,7 +292,7 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	}
 	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
-	turns = FirstInt8();
+	turns = SpiFirstInt8();
 	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);
 	contexts = SPI_processed;
@@ -384,8 +400,8 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 			arrvalues[2] = Int32GetDatum(batch);
 
 			SpiRunPlan(SpiKeptPlan(&expired_session_turns_plan, EXPIRED_SESSION_TURNS_SQL, 3, arrtypes),
-					   arrvalues, NULL, false, 0, SPI_OK_DELETE);
-			pass.anonymous_turns = SPI_processed;
+					   arrvalues, NULL, false, 0, SPI_OK_SELECT);
+			pass.anonymous_turns = SpiFirstInt8();
 
 			SpiRunPlan(SpiKeptPlan(&emptied_sessions_plan, EMPTIED_SESSIONS_SQL, 2, arrtypes),
 					   arrvalues, NULL, false, 0, SPI_OK_SELECT);
@@ -407,7 +423,7 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 
 		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);
-		pass.expired_turns = FirstInt8();
+		pass.expired_turns = SpiFirstInt8();
 	}
 
 	if (convctx_context_ttl > 0)

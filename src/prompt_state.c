@@ -8,7 +8,8 @@
  * Messages are the questions and answers of live (not redacted) current
  * versions of turns, in turn_no order. Reads walk the chronology index
  * backwards for the window, so their cost follows the window; the counts
- * are one aggregate over the session's index range.
+ * are kept in the session and summary rows by every function that changes
+ * them, so nothing here grows with the history.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -47,30 +48,32 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"  FROM convctx.turn WHERE" LIVE_TURN \
 	" ORDER BY turn_no DESC LIMIT $3"
 
+/* The counts come from the session row: nothing here grows with history. */
 #define COUNTS_SQL \
-	"SELECT count(t.turn_no) OPERATOR(pg_catalog.+) count(t.finalized_at)," \
-	"       count(t.finalized_at)," \
-	"       count(t.turn_no) FILTER (WHERE t.turn_no OPERATOR(pg_catalog.>) COALESCE(sm.through_turn_no, 0))" \
-	"       OPERATOR(pg_catalog.+)" \
-	"       count(t.finalized_at) FILTER (WHERE t.turn_no OPERATOR(pg_catalog.>) COALESCE(sm.through_turn_no, 0))," \
-	"       sm.summary, cc.context_json" \
+	"SELECT s.live_turns OPERATOR(pg_catalog.+) s.live_answers, s.live_answers," \
+	"       sm.summary, sm.covered_messages, cc.context_json" \
 	"  FROM (SELECT 1) one" \
+	"  LEFT JOIN convctx.session s" \
+	"         ON s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2" \
 	"  LEFT JOIN convctx.session_summary sm" \
 	"         ON sm.tenant_id OPERATOR(pg_catalog.=) $1 AND sm.session_id OPERATOR(pg_catalog.=) $2" \
 	"  LEFT JOIN convctx.conversation_context cc" \
-	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2" \
-	"  LEFT JOIN convctx.turn t" \
-	"         ON t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
-	"        AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
-	" GROUP BY sm.summary, sm.through_turn_no, cc.context_json"
+	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2"
 
 #define SET_SUMMARY_SQL \
-	"INSERT INTO convctx.session_summary AS s (tenant_id, session_id, summary, through_turn_no)" \
-	" SELECT $1, $2, $3, turn_no FROM convctx.turn" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"    AND turn_id OPERATOR(pg_catalog.=) $4" \
+	"INSERT INTO convctx.session_summary AS s" \
+	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
+	" SELECT $1, $2, $3, t.turn_no," \
+	"        (SELECT count(*) OPERATOR(pg_catalog.+) count(x.finalized_at) FROM convctx.turn x" \
+	"          WHERE x.tenant_id OPERATOR(pg_catalog.=) $1 AND x.session_id OPERATOR(pg_catalog.=) $2" \
+	"            AND x.deleted_at IS NULL AND x.replaced_by_turn_id IS NULL" \
+	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no)" \
+	"   FROM convctx.turn t" \
+	"  WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"    AND t.turn_id OPERATOR(pg_catalog.=) $4" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
+	"     covered_messages = EXCLUDED.covered_messages," \
 	"     updated_at = pg_catalog.statement_timestamp()"
 
 /* The turns wholly older than the last $3 messages and after the summary. */
@@ -170,7 +173,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	Jsonb	   *out;
 	int64		messages = 0;
 	int64		finalized = 0;
-	int64		uncovered = 0;
+	int64		covered = 0;
 	Datum		summary = (Datum) 0;
 	bool		summary_null = true;
 	Jsonb	   *context = NULL;
@@ -194,10 +197,13 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 			bool		isnull;
 			Datum		d;
 
-			messages = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-			finalized = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
-			uncovered = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
-			summary = SPI_getbinval(row, desc, 4, &summary_null);
+			d = SPI_getbinval(row, desc, 1, &isnull);
+			messages = isnull ? 0 : DatumGetInt64(d);
+			d = SPI_getbinval(row, desc, 2, &isnull);
+			finalized = isnull ? 0 : DatumGetInt64(d);
+			summary = SPI_getbinval(row, desc, 3, &summary_null);
+			d = SPI_getbinval(row, desc, 4, &isnull);
+			covered = isnull ? 0 : DatumGetInt64(d);
 			d = SPI_getbinval(row, desc, 5, &isnull);
 			if (!isnull)
 				context = DatumGetJsonbP(d);
@@ -225,7 +231,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	JsonbPushKey(&state, "is_first_message");
 	JsonbPushBool(&state, WJB_VALUE, finalized == 0);
 
-	/* The window's turns came newest first; messages go oldest first. */
+	/* The turns came newest first; the window's messages go oldest first. */
 	in_window = 0;
 	for (i = 0; i < (int64) nwin; i++)
 	{
@@ -299,7 +305,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	}
 	JsonbPushKey(&state, "needs_summary");
 	JsonbPushBool(&state, WJB_VALUE,
-				  uncovered - Min(messages, (int64) window) > convctx_summary_threshold);
+				  messages - covered - Min(messages, (int64) window) > convctx_summary_threshold);
 	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	out = JsonbValueToJsonb(result);
 

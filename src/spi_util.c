@@ -56,3 +56,16 @@ SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 			 SPI_result_code_string(rc), SPI_result_code_string(expected_rc));
 	return rc;
 }
+
+/* The first column of the first row of the last result as int8; 0 for NULL. */
+int64
+SpiFirstInt8(void)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_tuptable == NULL || SPI_processed == 0)
+		return 0;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}

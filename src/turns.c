@@ -5,6 +5,10 @@
  *	  replace_turn.
  *
  * Concurrency rules:
+ *	- Every function that changes a session's turns locks the session row
+ *	  first, then turn rows, so that no two of them can deadlock; the row
+ *	  also carries the session's live turn and answer counts, which they
+ *	  keep exact (conversation_state reads them instead of counting).
  *	- A new turn is numbered under the lock of its session row: start_turn
  *	  upserts convctx.session, which increments last_turn_no and locks the
  *	  row until commit, so appends to one session are serialized and turn_no
@@ -54,6 +58,7 @@ static SPIPlanPtr turn_state_plan = NULL;
 static SPIPlanPtr recent_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
 static SPIPlanPtr session_lock_plan = NULL;
+static SPIPlanPtr count_answer_plan = NULL;
 
 #define SESSION_LOCK_SQL \
 	"SELECT 1 FROM convctx.session" \
@@ -66,15 +71,22 @@ static SPIPlanPtr session_lock_plan = NULL;
 	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
 
 #define SESSION_TOUCH_SQL \
-	"INSERT INTO convctx.session AS s (tenant_id, session_id, last_turn_no)" \
-	" VALUES ($1, $2, 1)" \
+	"INSERT INTO convctx.session AS s (tenant_id, session_id, last_turn_no, live_turns)" \
+	" VALUES ($1, $2, 1, 1)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
+	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," \
 	"     last_activity_at = pg_catalog.statement_timestamp()" \
 	" RETURNING last_turn_no, identity_id"
 
 #define SESSION_UNTOUCH_SQL \
-	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1" \
+	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1," \
+	"       live_turns = live_turns OPERATOR(pg_catalog.-) 1" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
+/* $3 is +1 or -1: an answer counted before the turn is updated, or given back. */
+#define COUNT_ANSWER_SQL \
+	"UPDATE convctx.session SET live_answers = live_answers OPERATOR(pg_catalog.+) $3" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
 #define INSERT_TURN_SQL \
@@ -92,12 +104,17 @@ static SPIPlanPtr session_lock_plan = NULL;
 	" c AS (DELETE FROM convctx.clarification" \
 	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3)" \
-	" DELETE FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"   AND turn_no OPERATOR(pg_catalog.<=) $3"
+	" , d AS (DELETE FROM convctx.turn" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND turn_no OPERATOR(pg_catalog.<=) $3" \
+	"   RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
+	SUMMARY_COVERED_ADJUST_D \
+	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
+/* A finalized turn that a summary covers adds its answer to what it covers. */
 #define FINALIZE_SQL \
-	"UPDATE convctx.turn SET" \
+	"WITH f AS (UPDATE convctx.turn SET" \
 	"  answer_neutral = $4," \
 	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
 	"                           THEN $4 ELSE $5 END," \
@@ -108,7 +125,13 @@ static SPIPlanPtr session_lock_plan = NULL;
 	"  finalized_at = pg_catalog.statement_timestamp()" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
-	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL"
+	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	" RETURNING turn_no)," \
+	" ss AS (UPDATE convctx.session_summary" \
+	"   SET covered_messages = covered_messages OPERATOR(pg_catalog.+) 1" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND through_turn_no OPERATOR(pg_catalog.>=) (SELECT turn_no FROM f))" \
+	" SELECT count(*) FROM f"
 
 #define TURN_STATE_SQL \
 	"SELECT finalized_at IS NOT NULL, deleted_at IS NOT NULL, replaced_by_turn_id," \
@@ -220,6 +243,22 @@ SessionLock(text *tenant, text *session_id)
 
 	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
+	return SPI_processed > 0;
+}
+
+/*
+ * Add delta to the session's answer count, locking its row; false when the
+ * session does not exist. SPI must be connected.
+ */
+static bool
+CountAnswer(text *tenant, text *session_id, int64 delta)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(delta)};
+
+	SpiRunPlan(SpiKeptPlan(&count_answer_plan, COUNT_ANSWER_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
 	return SPI_processed > 0;
 }
 
@@ -361,7 +400,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		values[0] = PointerGetDatum(tenant);
 		values[1] = PointerGetDatum(session_id);
 		values[2] = Int64GetDatum(turn_no - convctx_max_session_turns);
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_DELETE);
+		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
 	}
 
 	SPI_finish();
@@ -459,6 +498,7 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 	SPIPlanPtr	plan;
+	bool		counted;
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(tenant);
@@ -471,10 +511,16 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
+	/* The session row first, as everywhere: it also counts the answer. */
+	counted = CountAnswer(tenant, session_id, 1);
 	plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE);
-	if (SPI_processed == 0)
+	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_SELECT);
+	if (SpiFirstInt8() == 0)
+	{
+		if (counted)
+			(void) CountAnswer(tenant, session_id, -1);
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
+	}
 	SPI_finish();
 
 	PG_RETURN_VOID();

@@ -1,0 +1,68 @@
+-- Prompt assembly benchmark: a 10-turn against a 500-turn session, each turn
+-- with 5 retrieved chunks and 2 citations. Run by prompt.sh.
+\set ON_ERROR_STOP 1
+\set VERBOSITY terse
+SET jit = off;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS convctx;
+SET client_min_messages = notice;
+SET convctx.max_session_turns = 100000;
+
+CREATE FUNCTION pg_temp.fill(s text, turns integer) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    t uuid;
+BEGIN
+    FOR i IN 1 .. turns LOOP
+        t := convctx.start_turn(s, 'r' || i, 'Question number ' || i || ' about the regulations that apply here?');
+        PERFORM convctx.record_retrieval(s, t,
+            (SELECT jsonb_agg(jsonb_build_object('id', s || '-' || i || '-' || c, 'source', 'Code',
+                                                 'title', 'Article ' || c, 'text', repeat('text of the article ', 10)))
+             FROM generate_series(1, 5) c),
+            jsonb_build_array(jsonb_build_object('id', s || '-' || i || '-1'),
+                              jsonb_build_object('id', s || '-' || i || '-2')));
+        PERFORM convctx.finalize_turn(s, t, 'Answer number ' || i || ', citing [1] and [2].');
+        -- the same 10 referenced nodes in both sessions: only the history differs
+        PERFORM convctx.context_add(s, ARRAY[s || '-node-' || (i % 10)]);
+    END LOOP;
+END $$;
+
+SELECT pg_temp.fill('short', 10);
+SELECT pg_temp.fill('long', 500);
+VACUUM ANALYZE convctx.turn;
+VACUUM ANALYZE convctx.turn_retrieval;
+
+-- Microseconds per call, the best of three runs of n calls.
+CREATE FUNCTION pg_temp.per_call(fn text, s text, n integer) RETURNS numeric LANGUAGE plpgsql AS $$
+DECLARE
+    best numeric;
+    t0 timestamptz;
+    us numeric;
+    cur jsonb := '[{"id": "cur-1", "text": "current chunk"}, {"id": "cur-2", "text": "another one"}]';
+BEGIN
+    FOR r IN 0 .. 3 LOOP        -- run 0 warms up
+        t0 := clock_timestamp();
+        IF fn = 'conversation_state' THEN
+            FOR i IN 1 .. n LOOP
+                PERFORM convctx.conversation_state(s, 10);
+            END LOOP;
+        ELSE
+            FOR i IN 1 .. n LOOP
+                PERFORM convctx.context_history(s, 5, cur);
+            END LOOP;
+        END IF;
+        us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
+        IF r > 0 AND (best IS NULL OR us < best) THEN
+            best := us;
+        END IF;
+    END LOOP;
+    RETURN round(best, 1);
+END $$;
+
+\pset footer off
+\echo
+\echo 'prompt assembly: microseconds per call (best of 3 x 2000 calls), 10-turn vs 500-turn session'
+SELECT f AS function, short AS "10 turns us", long AS "500 turns us",
+       round(long / short, 2) AS ratio, 'at most 1.5' AS target,
+       CASE WHEN long / short <= 1.5 THEN 'met' ELSE 'missed' END AS result
+FROM (SELECT f, pg_temp.per_call(f, 'short', 2000) AS short, pg_temp.per_call(f, 'long', 2000) AS long
+      FROM unnest(ARRAY['conversation_state', 'context_history']) f) r;
