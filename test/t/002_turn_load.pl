@@ -137,6 +137,20 @@ is($q->(q{
         OR t.lo IS DISTINCT FROM 1 OR t.n IS DISTINCT FROM t.hi OR t.d IS DISTINCT FROM t.n}),
     '0', 'session.last_turn_no = max(turn_no) and turn_no runs 1..last_turn_no without gaps');
 
+# The live turn and answer counts that conversation_state reads must have
+# kept up with every racing start and finalize.
+is($q->(q{
+    SELECT count(*)
+      FROM convctx.session s
+      LEFT JOIN (SELECT tenant_id, session_id,
+                        count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
+                        count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
+                                           AND finalized_at IS NOT NULL) AS answers
+                   FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+     WHERE s.live_turns IS DISTINCT FROM coalesce(t.live, 0)
+        OR s.live_answers IS DISTINCT FROM coalesce(t.answers, 0)}),
+    '0', 'session.live_turns and live_answers match the turns');
+
 # A session linked at any point must carry its fixed identity on every turn
 # (backfill and later starts both run under the session lock).
 note $q->('SELECT count(*) FILTER (WHERE identity_id IS NOT NULL) || \' of \' || count(*)'
