@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "nodes/parsenodes.h"
 
 #include "convctx.h"
 
@@ -30,7 +31,14 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
 	if (*cache == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+		/*
+		 * Generic plans only: every statement here is a keyed lookup or a
+		 * short index range whose best plan does not depend on the values,
+		 * and a custom plan would be planned again on every call (LIMIT $n
+		 * makes the planner doubt the generic one).
+		 */
+		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
+											  CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

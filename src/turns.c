@@ -84,7 +84,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"       live_turns = live_turns OPERATOR(pg_catalog.-) 1" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
-/* $3 is +1 or -1: an answer counted before the turn is updated, or given back. */
+/* $3: the change of the answer count (-1 gives back one counted in vain). */
 #define COUNT_ANSWER_SQL \
 	"UPDATE convctx.session SET live_answers = live_answers OPERATOR(pg_catalog.+) $3" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
@@ -112,9 +112,22 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
-/* A finalized turn that a summary covers adds its answer to what it covers. */
+/*
+ * One statement, the session row locked first like everywhere: s counts
+ * the answer (and locks the session) when the turn is still open; f, which
+ * reads s, only then updates the turn; ss adds the answer to a summary
+ * that covers the turn. Returns whether s counted and whether f finalized.
+ */
 #define FINALIZE_SQL \
-	"WITH f AS (UPDATE convctx.turn SET" \
+	"WITH s AS (UPDATE convctx.session" \
+	"   SET live_answers = live_answers OPERATOR(pg_catalog.+) 1" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"     AND EXISTS (SELECT 1 FROM convctx.turn" \
+	"          WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"            AND turn_id OPERATOR(pg_catalog.=) $3 AND finalized_at IS NULL" \
+	"            AND deleted_at IS NULL AND replaced_by_turn_id IS NULL)" \
+	"   RETURNING 1)," \
+	" f AS (UPDATE convctx.turn SET" \
 	"  answer_neutral = $4," \
 	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
 	"                           THEN $4 ELSE $5 END," \
@@ -126,12 +139,13 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"   AND EXISTS (SELECT 1 FROM s)" \
 	" RETURNING turn_no)," \
 	" ss AS (UPDATE convctx.session_summary" \
 	"   SET covered_messages = covered_messages OPERATOR(pg_catalog.+) 1" \
 	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"     AND through_turn_no OPERATOR(pg_catalog.>=) (SELECT turn_no FROM f))" \
-	" SELECT count(*) FROM f"
+	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f)"
 
 #define TURN_STATE_SQL \
 	"SELECT finalized_at IS NOT NULL, deleted_at IS NOT NULL, replaced_by_turn_id," \
@@ -499,6 +513,7 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	char		nulls[7];
 	SPIPlanPtr	plan;
 	bool		counted;
+	bool		isnull;
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(tenant);
@@ -511,12 +526,12 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
-	/* The session row first, as everywhere: it also counts the answer. */
-	counted = CountAnswer(tenant, session_id, 1);
 	plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
 	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_SELECT);
-	if (SpiFirstInt8() == 0)
+	counted = SpiFirstInt8() > 0;
+	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)) == 0)
 	{
+		/* A racing finalize got there first: give the count back, then explain. */
 		if (counted)
 			(void) CountAnswer(tenant, session_id, -1);
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);

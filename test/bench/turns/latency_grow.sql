@@ -16,8 +16,9 @@ SELECT 'g' || i AS session_id,
 FROM cum
 WHERE upto - n < 1000000 - (SELECT count(*) FROM convctx.turn);
 
-INSERT INTO convctx.session (tenant_id, session_id, last_turn_no)
-SELECT '', session_id, n FROM grow;
+-- Counters as start_turn and finalize_turn would have left them.
+INSERT INTO convctx.session (tenant_id, session_id, last_turn_no, live_turns, live_answers)
+SELECT '', session_id, n, n, n FROM grow;
 
 INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id,
                           question_neutral, answer_neutral, finalized_at)

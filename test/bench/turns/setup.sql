@@ -9,8 +9,9 @@ CREATE EXTENSION convctx;
 CREATE SCHEMA bench;
 CREATE SCHEMA floor;
 
--- Same columns, defaults, checks and indexes (primary key, partial unique
--- request index, chronology index); turn_no and turn_id come from defaults.
+-- Same columns, defaults, checks and every index of convctx.turn (primary
+-- key, partial unique request index, chronology index, ...); turn_no and
+-- turn_id come from defaults.
 CREATE TABLE floor.turn (LIKE convctx.turn INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
 CREATE SEQUENCE floor.turn_no_seq OWNED BY floor.turn.turn_no;
 ALTER TABLE floor.turn
@@ -31,11 +32,11 @@ AS $$ SELECT repeat('The rule applies from the date of signature, subject to the
 
 -- Turns arrive interleaved across sessions, as in real traffic; one commit
 -- per round keeps session rows from piling up versions in one transaction.
-DO $$
+CREATE PROCEDURE bench.fill(from_round integer, to_round integer) LANGUAGE plpgsql AS $$
 DECLARE
     s record;
 BEGIN
-    FOR i IN 1..1000 LOOP
+    FOR i IN from_round..to_round LOOP
         FOR s IN SELECT session_id FROM bench.initial WHERE turns >= i ORDER BY session_id LOOP
             PERFORM convctx.finalize_turn(s.session_id,
                                           convctx.start_turn(s.session_id, 'p' || i, bench.question()),
@@ -46,6 +47,12 @@ BEGIN
 END
 $$;
 
+-- Statistics early, as autovacuum would give them: on a never-analyzed
+-- table the request and turn lookups walk the whole session.
+CALL bench.fill(1, 10);
+ANALYZE convctx.turn, convctx.session;
+CALL bench.fill(11, 1000);
+
 INSERT INTO floor.turn (tenant_id, session_id, request_id, question_neutral, answer_neutral, finalized_at)
 SELECT '', i.session_id, 'p' || n, bench.question(), bench.answer(), statement_timestamp()
 FROM generate_series(1, 1000) n
@@ -53,16 +60,23 @@ JOIN bench.initial i ON i.turns >= n
 ORDER BY n, i.session_id;
 
 CREATE TABLE bench.floor_mark AS SELECT max(turn_no) AS last_turn_no FROM floor.turn;
+-- Session rows as they are now, counters included, to go back to.
+CREATE TABLE bench.session_snapshot AS SELECT * FROM convctx.session;
 
 -- Back to the initial state: drop what a measurement added.
 CREATE PROCEDURE bench.reset() LANGUAGE sql AS $$
     DELETE FROM convctx.turn t USING bench.initial i
      WHERE t.tenant_id = '' AND t.session_id = i.session_id AND t.turn_no > i.turns;
-    UPDATE convctx.session s SET last_turn_no = i.turns
-      FROM bench.initial i
-     WHERE s.tenant_id = '' AND s.session_id = i.session_id AND s.last_turn_no <> i.turns;
+    DELETE FROM convctx.session;
+    INSERT INTO convctx.session SELECT * FROM bench.session_snapshot;
     DELETE FROM floor.turn WHERE turn_no > (SELECT last_turn_no FROM bench.floor_mark);
 $$;
 
-SELECT (SELECT count(*) FROM convctx.turn) AS convctx_turns,
-       (SELECT count(*) FROM floor.turn) AS floor_turns;
+\pset footer off
+SELECT t.name AS "table", t.turns,
+       (SELECT string_agg(regexp_replace(pg_get_indexdef(indexrelid),
+                                         '^CREATE (UNIQUE )?INDEX \S+ ON \S+ USING btree ', '\1'),
+                          '; ' ORDER BY indexrelid)
+          FROM pg_index WHERE indrelid = t.name::regclass) AS indexes
+FROM (VALUES ('convctx.turn', (SELECT count(*) FROM convctx.turn)),
+             ('floor.turn', (SELECT count(*) FROM floor.turn))) AS t(name, turns);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Benchmark the turn lifecycle (start_turn, finalize_turn, recent_turns)
+# against the same statements in plain SQL, and recent_turns latency at
+# 10^3 and 10^6 turns: install what is missing, build and install convctx,
+# run test/bench/turns/run.sh in a throwaway cluster and print the table.
+# Timings are information only: exits non-zero only when the run fails.
+# CONVCTX_BENCH_SECONDS: length of each lifecycle run (default 15);
+# CONVCTX_BENCH_ROUNDS: runs per side and cell, the best kept (default 2);
+# CONVCTX_BENCH_LATENCY_SECONDS: the pgbench recent_turns runs (default 10).
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+ensure_packages
+build_and_install
+cd "$STAGE"
+if as_test_user env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
+        CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-10}" \
+        CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-2}" \
+        pg_virtualenv -v 15 bash test/bench/turns/run.sh; then
+    cd / && rm -rf "$STAGE"
+else
+    echo "== benchmark failed; the build is kept in $STAGE"
+    exit 1
+fi
