@@ -140,6 +140,7 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 /* Turn helpers shared with the lifecycle (turns.c) */
 extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);
+extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribute_noreturn();
 extern bool SessionLock(text *tenant, text *session_id);
 
 /* Prompt data that redaction forgets (prompt_state.c) */

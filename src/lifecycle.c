@@ -217,11 +217,7 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 		SpiRunPlan(SpiKeptPlan(&turn_exists_plan, TURN_EXISTS_SQL, 3, argtypes),
 				   values, NULL, false, 1, SPI_OK_SELECT);
 		if (SPI_processed == 0)
-			ereport(ERROR,
-					errcode(ERRCODE_NO_DATA_FOUND),
-					errmsg("turn does not exist"),
-					errdetail("No turn %s belongs to session \"%s\".",
-							  UuidString(turn_id), text_to_cstring(session_id)));
+			ReportTurnNotFound(turn_id, session_id);
 	}
 	AuditWrite(tenant, "redact_turn", session_id, NULL,
 			   psprintf("{\"turn_id\": \"%s\", \"versions\": " INT64_FORMAT "}",

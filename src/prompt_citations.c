@@ -168,11 +168,7 @@ PromptTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id)
 	SpiRunPlan(SpiKeptPlan(&turn_no_plan, TURN_NO_SQL, 3, argtypes),
 			   values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				errcode(ERRCODE_NO_DATA_FOUND),
-				errmsg("turn does not exist"),
-				errdetail("No turn %s belongs to session \"%s\".",
-						  UuidString(turn_id), text_to_cstring(session_id)));
+		ReportTurnNotFound(turn_id, session_id);
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
 		ereport(ERROR,
 				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -166,11 +166,7 @@ convctx_clarification_context(PG_FUNCTION_ARGS)
 	SpiRunPlan(SpiKeptPlan(&load_plan, LOAD_SQL, 3, argtypes), values, NULL,
 			   true, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				errcode(ERRCODE_NO_DATA_FOUND),
-				errmsg("turn does not exist"),
-				errdetail("No turn %s belongs to session \"%s\".",
-						  UuidString(turn_id), text_to_cstring(session_id)));
+		ReportTurnNotFound(turn_id, session_id);
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	if (DatumGetBool(SPI_getbinval(row, desc, 2, &isnull)))

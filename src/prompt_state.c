@@ -345,11 +345,7 @@ convctx_set_summary(PG_FUNCTION_ARGS)
 	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
 			   values, NULL, false, 0, SPI_OK_INSERT);
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				errcode(ERRCODE_NO_DATA_FOUND),
-				errmsg("turn does not exist"),
-				errdetail("No turn %s belongs to session \"%s\".",
-						  UuidString(through), text_to_cstring(session_id)));
+		ReportTurnNotFound(through, session_id);
 	SPI_finish();
 
 	PG_RETURN_VOID();

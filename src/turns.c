@@ -221,6 +221,20 @@ ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)
 	return ArgOptionalText(fcinfo, argno, what);
 }
 
+/*
+ * The error of every function that looks a turn up by id in a session: a
+ * turn of another session or tenant is reported the same way as none.
+ */
+void
+ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_NO_DATA_FOUND),
+			errmsg("turn does not exist"),
+			errdetail("No turn %s belongs to session \"%s\".",
+					  UuidString(turn_id), text_to_cstring(session_id)));
+}
+
 char *
 UuidString(pg_uuid_t *id)
 {
@@ -445,11 +459,7 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 
 	SpiRunPlan(plan, values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				errcode(ERRCODE_NO_DATA_FOUND),
-				errmsg("turn does not exist"),
-				errdetail("No turn %s belongs to session \"%s\".",
-						  UuidString(turn_id), text_to_cstring(session_id)));
+		ReportTurnNotFound(turn_id, session_id);
 
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
