@@ -5,9 +5,5 @@ source "$(dirname "$0")/lib.sh"
 
 ensure_packages
 build_and_install
-cd "$STAGE"
-status=0
-as_test_user pg_virtualenv -v 15 \
-    psql -X -q -v ON_ERROR_STOP=1 -P pager=off -d postgres -f scripts/demo.sql || status=$?
-cd / && rm -rf "$STAGE"
-exit $status
+in_throwaway_cluster "the demo" \
+    psql -X -q -v ON_ERROR_STOP=1 -P pager=off -d postgres -f scripts/demo.sql

@@ -55,3 +55,18 @@ build_and_install() {
         PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers ${CONVCTX_EXTRA_CFLAGS:-}"
     as_root make -C "$STAGE" -s install with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
 }
+
+# in_throwaway_cluster WHAT COMMAND...: run COMMAND as the test user, from
+# the build directory, inside a throwaway cluster made by pg_virtualenv.
+# The build is removed when COMMAND succeeds; when it fails it is kept for
+# its logs and diffs, and the script exits non-zero.
+in_throwaway_cluster() {
+    local what=$1; shift
+    cd "$STAGE"
+    if as_test_user pg_virtualenv -v 15 "$@"; then
+        cd / && rm -rf "$STAGE"
+    else
+        echo "== $what failed; the build and its output are kept in $STAGE"
+        exit 1
+    fi
+}

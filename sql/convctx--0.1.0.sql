@@ -23,8 +23,8 @@ COMMENT ON FUNCTION convctx.current_tenant() IS
 ------------------------------------------------------------------------------
 
 CREATE TABLE convctx.conversation_context (
-    tenant_id        text        NOT NULL,
-    conversation_id  text        NOT NULL,
+    tenant_id        text COLLATE "C" NOT NULL,
+    conversation_id  text COLLATE "C" NOT NULL,
     context_json     jsonb       NOT NULL,
     user_id          text,
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -92,9 +92,9 @@ COMMENT ON FUNCTION convctx.context_aspect(jsonb, jsonb) IS
 ------------------------------------------------------------------------------
 
 CREATE TABLE convctx.session (
-    tenant_id         text        NOT NULL,
-    session_id        text        NOT NULL,
-    identity_id       text,
+    tenant_id         text COLLATE "C" NOT NULL,
+    session_id        text COLLATE "C" NOT NULL,
+    identity_id       text COLLATE "C",
     created_at        timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     last_activity_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     last_turn_no      bigint      NOT NULL DEFAULT 0,
@@ -120,9 +120,9 @@ COMMENT ON COLUMN convctx.session.live_answers IS
 SELECT pg_catalog.pg_extension_config_dump('convctx.session', '');
 
 CREATE TABLE convctx.session_link (
-    tenant_id    text        NOT NULL,
-    session_id   text        NOT NULL,
-    identity_id  text        NOT NULL,
+    tenant_id    text COLLATE "C" NOT NULL,
+    session_id   text COLLATE "C" NOT NULL,
+    identity_id  text COLLATE "C" NOT NULL,
     linked_at    timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     CONSTRAINT session_link_pkey PRIMARY KEY (tenant_id, session_id)
 );
@@ -135,12 +135,12 @@ COMMENT ON TABLE convctx.session_link IS
 SELECT pg_catalog.pg_extension_config_dump('convctx.session_link', '');
 
 CREATE TABLE convctx.turn (
-    tenant_id                      text        NOT NULL,
-    session_id                     text        NOT NULL,
+    tenant_id                      text COLLATE "C" NOT NULL,
+    session_id                     text COLLATE "C" NOT NULL,
     turn_id                        uuid        NOT NULL,
     turn_no                        bigint      NOT NULL,
-    request_id                     text        NOT NULL,
-    identity_id                    text,
+    request_id                     text COLLATE "C" NOT NULL,
+    identity_id                    text COLLATE "C",
     created_at                     timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     finalized_at                   timestamptz,
     pipeline_name                  text,
@@ -189,13 +189,13 @@ SELECT pg_catalog.pg_extension_config_dump('convctx.turn', '');
 CREATE SEQUENCE convctx.audit_log_audit_id_seq;
 
 CREATE TABLE convctx.audit_log (
-    tenant_id    text        NOT NULL,
+    tenant_id    text COLLATE "C" NOT NULL,
     audit_id     bigint      NOT NULL DEFAULT pg_catalog.nextval('convctx.audit_log_audit_id_seq'),
     logged_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     role_name    text        NOT NULL DEFAULT CURRENT_USER,
     action       text        NOT NULL,
     session_id   text,
-    identity_id  text,
+    identity_id  text COLLATE "C",
     details      jsonb       NOT NULL DEFAULT '{}',
     CONSTRAINT audit_log_pkey PRIMARY KEY (tenant_id, audit_id)
 );
@@ -426,8 +426,8 @@ COMMENT ON VIEW convctx.stats IS
 ------------------------------------------------------------------------------
 
 CREATE TABLE convctx.session_summary (
-    tenant_id        text        NOT NULL,
-    session_id       text        NOT NULL,
+    tenant_id        text COLLATE "C" NOT NULL,
+    session_id       text COLLATE "C" NOT NULL,
     summary          text        NOT NULL,
     through_turn_no  bigint      NOT NULL,
     covered_messages bigint      NOT NULL,
@@ -446,8 +446,8 @@ COMMENT ON COLUMN convctx.session_summary.covered_messages IS
 SELECT pg_catalog.pg_extension_config_dump('convctx.session_summary', '');
 
 CREATE TABLE convctx.turn_retrieval (
-    tenant_id    text        NOT NULL,
-    session_id   text        NOT NULL,
+    tenant_id    text COLLATE "C" NOT NULL,
+    session_id   text COLLATE "C" NOT NULL,
     turn_no      bigint      NOT NULL,
     chunks       jsonb       NOT NULL,
     citations    jsonb       NOT NULL,
@@ -463,8 +463,8 @@ COMMENT ON TABLE convctx.turn_retrieval IS
 SELECT pg_catalog.pg_extension_config_dump('convctx.turn_retrieval', '');
 
 CREATE TABLE convctx.clarification (
-    tenant_id         text        NOT NULL,
-    session_id        text        NOT NULL,
+    tenant_id         text COLLATE "C" NOT NULL,
+    session_id        text COLLATE "C" NOT NULL,
     turn_no           bigint      NOT NULL,
     questions         jsonb       NOT NULL,
     inferred_context  jsonb       NOT NULL,
@@ -480,7 +480,7 @@ COMMENT ON TABLE convctx.clarification IS
 SELECT pg_catalog.pg_extension_config_dump('convctx.clarification', '');
 
 CREATE TABLE convctx.followup_phrase (
-    tenant_id  text    NOT NULL,
+    tenant_id  text COLLATE "C" NOT NULL,
     kind       text    NOT NULL,
     phrase     text    NOT NULL,
     builtin    boolean NOT NULL DEFAULT false,

@@ -56,11 +56,18 @@ static SPIPlanPtr phrases_plan = NULL;
 	" SET chunks = EXCLUDED.chunks, citations = EXCLUDED.citations," \
 	"     recorded_at = pg_catalog.statement_timestamp()"
 
+/*
+ * $4 bounds how many turn numbers back to look (see conversation_state's
+ * window): the newest turns, then all of them when too few were finalized.
+ */
 #define HISTORY_SQL \
 	"SELECT t.turn_no, r.chunks, r.citations" \
 	"  FROM (SELECT turn_no FROM convctx.turn" \
 	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"           AND turn_no OPERATOR(pg_catalog.>) (COALESCE((SELECT last_turn_no FROM convctx.session s" \
+	"                WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"                  AND s.session_id OPERATOR(pg_catalog.=) $2), 0) OPERATOR(pg_catalog.-) $4)" \
 	"         ORDER BY turn_no DESC LIMIT $3) t" \
 	"  LEFT JOIN convctx.turn_retrieval r" \
 	"         ON r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.session_id OPERATOR(pg_catalog.=) $2" \
@@ -358,12 +365,17 @@ convctx_context_history(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	{
-		Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-		Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-		Int64GetDatum(turns)};
+		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+			Int64GetDatum(turns), Int64GetDatum((int64) turns + 4)};
+		SPIPlanPtr	plan = SpiKeptPlan(&history_plan, HISTORY_SQL, 4, argtypes);
 
-		SpiRunPlan(SpiKeptPlan(&history_plan, HISTORY_SQL, 3, argtypes),
-				   values, NULL, true, 0, SPI_OK_SELECT);
+		SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+		if (SPI_processed < (uint64) turns)
+		{
+			values[3] = Int64GetDatum(PG_INT64_MAX / 2);
+			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+		}
 		rows = SPI_tuptable;
 		nrows = SPI_processed;
 	}

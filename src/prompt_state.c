@@ -43,15 +43,20 @@ static SPIPlanPtr forget_session_plan = NULL;
 	" tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	" AND deleted_at IS NULL AND replaced_by_turn_id IS NULL"
 
+/*
+ * $4 is a lower bound on turn_no: a btree scan reads every matching entry
+ * of a leaf page, so without it a long session's page is read whole.
+ */
 #define WINDOW_SQL \
 	"SELECT turn_no, created_at, finalized_at, question_neutral, answer_neutral" \
 	"  FROM convctx.turn WHERE" LIVE_TURN \
+	"   AND turn_no OPERATOR(pg_catalog.>) $4" \
 	" ORDER BY turn_no DESC LIMIT $3"
 
 /* The counts come from the session row: nothing here grows with history. */
 #define COUNTS_SQL \
 	"SELECT s.live_turns OPERATOR(pg_catalog.+) s.live_answers, s.live_answers," \
-	"       sm.summary, sm.covered_messages, cc.context_json" \
+	"       sm.summary, sm.covered_messages, cc.context_json, s.last_turn_no" \
 	"  FROM (SELECT 1) one" \
 	"  LEFT JOIN convctx.session s" \
 	"         ON s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2" \
@@ -174,6 +179,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	int64		messages = 0;
 	int64		finalized = 0;
 	int64		covered = 0;
+	int64		last_turn_no = 0;
 	Datum		summary = (Datum) 0;
 	bool		summary_null = true;
 	Jsonb	   *context = NULL;
@@ -207,15 +213,27 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 			d = SPI_getbinval(row, desc, 5, &isnull);
 			if (!isnull)
 				context = DatumGetJsonbP(d);
+			d = SPI_getbinval(row, desc, 6, &isnull);
+			last_turn_no = isnull ? 0 : DatumGetInt64(d);
 		}
 	}
 	{
-		Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-		Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-		Int64GetDatum(window)};
+		/*
+		 * The window needs at most window live turns, so the newest window
+		 * turn numbers hold it unless redacted turns sit among them; then
+		 * look again without the bound.
+		 */
+		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+			Int64GetDatum(window), Int64GetDatum(last_turn_no - window)};
+		SPIPlanPtr	plan = SpiKeptPlan(&window_plan, WINDOW_SQL, 4, argtypes);
 
-		SpiRunPlan(SpiKeptPlan(&window_plan, WINDOW_SQL, 3, argtypes),
-				   values, NULL, true, 0, SPI_OK_SELECT);
+		SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+		if (SPI_processed < (uint64) window && last_turn_no > window)
+		{
+			values[3] = Int64GetDatum(0);
+			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+		}
 		win = SPI_tuptable;
 		nwin = SPI_processed;
 	}

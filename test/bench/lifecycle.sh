@@ -8,11 +8,5 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-cd "$STAGE"
-if as_test_user env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-20}" \
-        pg_virtualenv -v 15 bash test/bench/lifecycle/run.sh; then
-    cd / && rm -rf "$STAGE"
-else
-    echo "== benchmark failed; the build is kept in $STAGE"
-    exit 1
-fi
+in_throwaway_cluster "the benchmark" \
+    env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-20}" bash test/bench/lifecycle/run.sh

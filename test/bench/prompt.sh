@@ -7,10 +7,5 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-cd "$STAGE"
-if as_test_user pg_virtualenv -v 15 psql -X -q -v ON_ERROR_STOP=1 <test/bench/prompt.sql; then
-    cd / && rm -rf "$STAGE"
-else
-    echo "== benchmark failed; the build is kept in $STAGE"
-    exit 1
-fi
+in_throwaway_cluster "the benchmark" \
+    psql -X -q -v ON_ERROR_STOP=1 <"$STAGE/test/bench/prompt.sql"

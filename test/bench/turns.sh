@@ -11,13 +11,8 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-cd "$STAGE"
-if as_test_user env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
+in_throwaway_cluster "the benchmark" \
+    env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
         CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-10}" \
         CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-2}" \
-        pg_virtualenv -v 15 bash test/bench/turns/run.sh; then
-    cd / && rm -rf "$STAGE"
-else
-    echo "== benchmark failed; the build is kept in $STAGE"
-    exit 1
-fi
+        bash test/bench/turns/run.sh
