@@ -228,3 +228,12 @@ LEFT JOIN (SELECT tenant_id, session_id,
                                      AND finalized_at IS NOT NULL) AS answers
            FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
 WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+
+-- reads bounded to the newest turn numbers look further back when the tail is redacted
+SELECT count(convctx.finalize_turn('tail', convctx.start_turn('tail', 'r' || i, 'q' || i), 'a' || i)) FROM generate_series(1, 20) i;
+SELECT count(convctx.redact_turn('tail', turn_id)) FROM convctx.turn WHERE session_id = 'tail' AND turn_no > 12;
+SELECT string_agg(question_neutral, ' ') FROM convctx.recent_turns('tail', 5);
+SELECT jsonb_path_query_array(convctx.conversation_state('tail', 4), '$.recent_messages[*].text') AS window;
+SELECT convctx.record_retrieval('tail', turn_id, jsonb_build_array(jsonb_build_object('id', 'c' || turn_no, 'text', 'x')))
+FROM convctx.turn WHERE session_id = 'tail' AND turn_no <= 12 ORDER BY turn_no;
+SELECT jsonb_path_query_array(convctx.context_history('tail', 3), '$[*].chunk.id') AS history;
