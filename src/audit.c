@@ -44,7 +44,7 @@ AuditWrite(text *tenant, const char *action, text *session_id, text *identity_id
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 	values[0] = PointerGetDatum(tenant);
-	values[1] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+	values[1] = CStringGetTextDatum(CallerRoleName());
 	values[2] = CStringGetTextDatum(action);
 	values[3] = PointerGetDatum(session_id);
 	nulls[3] = session_id ? ' ' : 'n';
@@ -68,7 +68,7 @@ AuditWriteAutonomous(text *tenant, const char *action, text *session_id,
 	char	   *error;
 
 	args[0] = text_to_cstring(tenant);
-	args[1] = GetUserNameFromId(GetUserId(), false);
+	args[1] = CallerRoleName();
 	args[2] = action;
 	args[3] = session_id ? text_to_cstring(session_id) : NULL;
 	args[4] = identity_id ? text_to_cstring(identity_id) : NULL;

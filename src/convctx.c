@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * convctx.c
- *	  Module entry point: settings, tenancy and the argument checks that
+ *	  Module entry point: settings and the argument checks that
  *	  every public function shares.
  *
  * The library does not need shared_preload_libraries: the settings exist
@@ -159,24 +159,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("convctx");
-}
 
-/*
- * The tenant of the calling session, as a text datum: convctx.tenant when
- * set, else the empty string.
- */
-text *
-CurrentTenant(void)
-{
-	return cstring_to_text(convctx_tenant ? convctx_tenant : "");
-}
-
-PG_FUNCTION_INFO_V1(convctx_current_tenant);
-
-Datum
-convctx_current_tenant(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_TEXT_P(CurrentTenant());
+	TenancyInit();
 }
 
 /*

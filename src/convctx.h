@@ -41,8 +41,11 @@ extern int	convctx_summary_threshold;
 /* SQLSTATE of a refused link of a session to a second identity. */
 #define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')
 
-/* Tenancy (convctx.c) */
+/* Tenancy (tenancy.c) */
+extern void TenancyInit(void);
 extern text *CurrentTenant(void);
+extern const char *BoundTenant(void);
+extern char *CallerRoleName(void);
 
 /* Argument checks (convctx.c) */
 extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what);

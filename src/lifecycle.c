@@ -112,10 +112,16 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND c.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
 	"   AND c.conversation_id OPERATOR(pg_catalog.=) l.session_id"
 
-/* $1 ttl in seconds, $2 batch */
+/*
+ * The passes below take $1 an age in seconds, $2 the batch and $3 the one
+ * tenant to purge, or NULL for every tenant.
+ */
+#define TENANT_FILTER \
+	" AND ($3::pg_catalog.text IS NULL OR tenant_id OPERATOR(pg_catalog.=) $3)"
+
 #define EXPIRED_SESSIONS_SQL \
 	"SELECT tenant_id, session_id FROM convctx.session" \
-	" WHERE identity_id IS NULL" \
+	" WHERE identity_id IS NULL" TENANT_FILTER \
 	"   AND last_activity_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"       OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
 	" ORDER BY last_activity_at LIMIT $2 FOR UPDATE SKIP LOCKED"
@@ -148,7 +154,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM contexts)"
 
 /*
- * $1 age in seconds, $2 batch. The sessions of the old turns are locked
+ * The sessions of the old turns are locked
  * first (skipping busy ones), as every writer of turns does; what was
  * recorded for the turns goes with them.
  */
@@ -156,6 +162,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
 	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
+	TENANT_FILTER \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
 	"   WHERE (s.tenant_id, s.session_id) IN (SELECT tenant_id, session_id FROM cand)" \
@@ -181,6 +188,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  SELECT ctid FROM convctx.conversation_context" \
 	"   WHERE updated_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
+	TENANT_FILTER \
 	"   LIMIT $2 FOR UPDATE SKIP LOCKED))"
 
 PG_FUNCTION_INFO_V1(convctx_redact_turn);
@@ -353,19 +361,23 @@ PurgeCountsJson(PurgeCounts *c)
 }
 
 /*
- * One retention pass over every tenant, at most batch rows of each kind,
- * adding what it deleted to *counts. Returns whether it deleted anything.
- * SPI must be connected.
+ * One retention pass over tenant (NULL: every tenant), at most batch rows
+ * of each kind, adding what it deleted to *counts. Returns whether it
+ * deleted anything. SPI must be connected.
  */
 static bool
-PurgeOnce(int32 batch, PurgeCounts *counts)
+PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 {
 	PurgeCounts pass = {0, 0, 0, 0};
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+
+	values[1] = Int32GetDatum(batch);
+	values[2] = PointerGetDatum(tenant);
 
 	if (convctx_session_ttl > 0)
 	{
-		Oid			argtypes[3] = {INT4OID, INT4OID, INT4OID};
-		Datum		values[3];
 		uint64		n;
 		uint64		i;
 		Datum	   *tenants;
@@ -374,9 +386,8 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 		Datum		arrvalues[3];
 
 		values[0] = Int32GetDatum(convctx_session_ttl);
-		values[1] = Int32GetDatum(batch);
-		SpiRunPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 2, argtypes),
-				   values, NULL, false, 0, SPI_OK_SELECT);
+		SpiRunPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 3, argtypes),
+				   values, nulls, false, 0, SPI_OK_SELECT);
 		n = SPI_processed;
 		if (n > 0)
 		{
@@ -414,21 +425,17 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 
 	if (convctx_turn_retention > 0)
 	{
-		Oid			argtypes[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(convctx_turn_retention), Int32GetDatum(batch)};
-
-		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 2, argtypes),
-				   values, NULL, false, 0, SPI_OK_SELECT);
+		values[0] = Int32GetDatum(convctx_turn_retention);
+		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
+				   values, nulls, false, 0, SPI_OK_SELECT);
 		pass.expired_turns = SpiFirstInt8();
 	}
 
 	if (convctx_context_ttl > 0)
 	{
-		Oid			argtypes[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(convctx_context_ttl), Int32GetDatum(batch)};
-
-		SpiRunPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 2, argtypes),
-				   values, NULL, false, 0, SPI_OK_DELETE);
+		values[0] = Int32GetDatum(convctx_context_ttl);
+		SpiRunPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
+				   values, nulls, false, 0, SPI_OK_DELETE);
 		pass.contexts += SPI_processed;
 	}
 
@@ -442,23 +449,39 @@ PurgeOnce(int32 batch, PurgeCounts *counts)
 PG_FUNCTION_INFO_V1(convctx_purge);
 
 /*
- * purge(batch_size) -> jsonb counts
+ * purge(batch_size) -> jsonb counts. A role bound to a tenant purges that
+ * tenant only; an unbound role every tenant.
  */
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
 {
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
+	const char *bound = BoundTenant();
 	PurgeCounts counts = {0, 0, 0, 0};
 	char	   *json;
 
 	SPI_connect();
-	(void) PurgeOnce(batch, &counts);
+	(void) PurgeOnce(batch, bound ? cstring_to_text(bound) : NULL, &counts);
 	json = PurgeCountsJson(&counts);
 	AuditWrite(CurrentTenant(), "purge", NULL, NULL, json);
 	SPI_finish();
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 }
+
+/*
+ * One pass, through convctx.purge: purge_all cannot be SECURITY DEFINER
+ * (such a procedure may not commit), so it runs as its caller, who may
+ * not write the tables, and leaves the writing to the function.
+ */
+#define PURGE_PASS_SQL \
+	"SELECT (r OPERATOR(pg_catalog.->>) 'anonymous_sessions')::pg_catalog.int8," \
+	"       (r OPERATOR(pg_catalog.->>) 'anonymous_turns')::pg_catalog.int8," \
+	"       (r OPERATOR(pg_catalog.->>) 'expired_turns')::pg_catalog.int8," \
+	"       (r OPERATOR(pg_catalog.->>) 'contexts')::pg_catalog.int8" \
+	"  FROM convctx.purge($1) AS r"
+
+static SPIPlanPtr purge_pass_plan = NULL;
 
 PG_FUNCTION_INFO_V1(convctx_purge_all);
 
@@ -472,21 +495,33 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
 		!castNode(CallContext, fcinfo->context)->atomic;
-	PurgeCounts counts = {0, 0, 0, 0};
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(batch)};
 	int64		passes = 0;
+	int64		deleted;
 
 	SPI_connect_ext(nonatomic ? SPI_OPT_NONATOMIC : 0);
-	while (PurgeOnce(batch, &counts))
+	do
 	{
+		int			i;
+
+		SpiRunPlan(SpiKeptPlan(&purge_pass_plan, PURGE_PASS_SQL, 1, argtypes),
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		deleted = 0;
+		for (i = 1; i <= 4; i++)
+		{
+			bool		isnull;
+
+			deleted += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, i, &isnull));
+		}
 		passes++;
 		if (nonatomic)
 			SPI_commit();
 		CHECK_FOR_INTERRUPTS();
-	}
-	AuditWrite(CurrentTenant(), "purge_all", NULL, NULL,
-			   psprintf("{\"passes\": " INT64_FORMAT ", \"counts\": %s}", passes,
-						PurgeCountsJson(&counts)));
+	} while (deleted > 0);
 	SPI_finish();
 
+	ereport(DEBUG1, errmsg_internal("purge_all: %lld passes", (long long) passes));
 	PG_RETURN_VOID();
 }

@@ -1,0 +1,248 @@
+/* convctx--0.1.0--0.2.0.sql: roles, tenant binding, row-level security */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION convctx UPDATE TO '0.2.0'" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- Roles
+--
+-- Roles belong to the cluster, not to a database or to the extension: they
+-- are created when missing and left in place by DROP EXTENSION.
+------------------------------------------------------------------------------
+
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'convctx_app') THEN
+        CREATE ROLE convctx_app NOLOGIN;
+        COMMENT ON ROLE convctx_app IS
+            'convctx: may call the app-facing functions (context store, turns, prompt assembly)';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'convctx_admin') THEN
+        CREATE ROLE convctx_admin NOLOGIN;
+        COMMENT ON ROLE convctx_admin IS
+            'convctx: convctx_app plus redaction, erasure, retention, scheduling, tenant bindings, the views and the audit log';
+    END IF;
+    IF NOT pg_catalog.pg_has_role('convctx_admin', 'convctx_app', 'MEMBER') THEN
+        GRANT convctx_app TO convctx_admin;
+    END IF;
+END
+$roles$;
+
+------------------------------------------------------------------------------
+-- Tenant binding
+------------------------------------------------------------------------------
+
+CREATE TABLE convctx.role_tenant (
+    role_id    regrole     NOT NULL,
+    tenant_id  text COLLATE "C" NOT NULL,
+    bound_at   timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT role_tenant_pkey PRIMARY KEY (role_id)
+);
+
+COMMENT ON TABLE convctx.role_tenant IS
+    'roles bound to a tenant: such a role, and every role that is a member of it, always acts for that tenant';
+COMMENT ON COLUMN convctx.role_tenant.role_id IS
+    'the bound role (dumped by name: the role must exist where the dump is restored)';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx.role_tenant', '');
+
+CREATE FUNCTION convctx.bind_role_tenant(role regrole, tenant text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_bind_role_tenant'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+
+COMMENT ON FUNCTION convctx.bind_role_tenant(regrole, text) IS
+    'bind a role (and its members) to a tenant, replacing an earlier binding; only an unbound role may call it';
+
+CREATE FUNCTION convctx.unbind_role_tenant(role regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_unbind_role_tenant'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+
+COMMENT ON FUNCTION convctx.unbind_role_tenant(regrole) IS
+    'remove the binding of a role; false when it had none; only an unbound role may call it';
+
+COMMENT ON FUNCTION convctx.current_tenant() IS
+    'tenant the calling role acts for: its binding (convctx.tenant naming another tenant is an error), else the setting convctx.tenant, else '''' (single-tenant default)';
+
+------------------------------------------------------------------------------
+-- Functions that read or write the tables run as the extension's owner,
+-- with a fixed search_path; they take the tenant from current_tenant().
+------------------------------------------------------------------------------
+
+ALTER FUNCTION convctx.context_load(text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.context_save(text, jsonb, text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.context_add(text, text[], text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.recent_turns(text, integer)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.recent_turns_json(text, integer)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.link_session(text, text, boolean)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.replace_turn(text, uuid, text, text, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.redact_turn(text, uuid)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.redact_session(text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.erase_identity(text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.purge(integer)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.conversation_state(text, integer)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.set_summary(text, text, uuid)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.turns_to_summarize(text, integer)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.record_retrieval(text, uuid, jsonb, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.context_history(text, integer, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.is_followup(text, text)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.record_clarification(text, uuid, jsonb, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+ALTER FUNCTION convctx.clarification_context(text, uuid, jsonb)
+    SECURITY DEFINER SET search_path = pg_catalog, convctx, pg_temp;
+
+COMMENT ON FUNCTION convctx.purge(integer) IS
+    'one retention pass, at most batch_size rows of each kind, over every tenant (over its own tenant for a bound role); returns the counts per kind and logs them';
+COMMENT ON PROCEDURE convctx.purge_all(integer) IS
+    'repeat purge with a COMMIT after each pass until nothing is left (inside a transaction block: one transaction)';
+
+------------------------------------------------------------------------------
+-- Row-level security: whoever is granted a table sees and changes only the
+-- rows of the tenant it acts for. The owner (the SECURITY DEFINER functions
+-- above) is not subject to it; those functions filter by tenant themselves.
+------------------------------------------------------------------------------
+
+ALTER TABLE convctx.conversation_context ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.session ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.session_link ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.turn ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.audit_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.session_summary ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.turn_retrieval ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.clarification ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.followup_phrase ENABLE ROW LEVEL SECURITY;
+ALTER TABLE convctx.role_tenant ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY tenant_isolation ON convctx.conversation_context
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.session
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.session_link
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.turn
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.audit_log
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.session_summary
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.turn_retrieval
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.clarification
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.role_tenant
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+CREATE POLICY tenant_isolation ON convctx.followup_phrase
+    USING (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant())
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant());
+-- The phrases of tenant '' apply to every tenant: readable, not writable.
+CREATE POLICY shared_phrases ON convctx.followup_phrase FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) '');
+
+COMMENT ON POLICY tenant_isolation ON convctx.conversation_context IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.session IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.session_link IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.turn IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.audit_log IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.session_summary IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.turn_retrieval IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.clarification IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.role_tenant IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY tenant_isolation ON convctx.followup_phrase IS 'rows of the tenant the role acts for';
+COMMENT ON POLICY shared_phrases ON convctx.followup_phrase IS 'the built-in and shared phrases (tenant '''') are readable by every tenant';
+
+-- The views show what the querying role may see: every tenant for the
+-- owner and superusers, the tenant it acts for for everyone else.
+ALTER VIEW convctx.sessions SET (security_invoker = true);
+ALTER VIEW convctx.stats SET (security_invoker = true);
+
+COMMENT ON VIEW convctx.sessions IS
+    'sessions the querying role may see (every tenant for a superuser, else the tenant it acts for): identity, turns (current versions), finalized and redacted ones, first and last activity, expiry of anonymous sessions';
+COMMENT ON VIEW convctx.stats IS
+    'per tenant the querying role may see: sessions (anonymous, linked), turns, old versions, tombstones, contexts; table_bytes and index_bytes are for all convctx tables together';
+
+------------------------------------------------------------------------------
+-- Privileges: nothing for PUBLIC; convctx_app the app-facing functions;
+-- convctx_admin (a member of convctx_app) administration, the views and
+-- read access to the tables. No role may write the tables directly.
+------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL ROUTINES IN SCHEMA convctx FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA convctx FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA convctx FROM PUBLIC;
+REVOKE ALL ON SCHEMA convctx FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA convctx TO convctx_app, convctx_admin;
+
+GRANT EXECUTE ON FUNCTION
+    convctx.current_tenant(),
+    convctx.context_merge(jsonb, text[], integer),
+    convctx.context_load(text),
+    convctx.context_save(text, jsonb, text),
+    convctx.context_add(text, text[], text),
+    convctx.context_aspect(jsonb, jsonb),
+    convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text),
+    convctx.finalize_turn(text, uuid, text, text, boolean, jsonb),
+    convctx.recent_turns(text, integer),
+    convctx.recent_turns_json(text, integer),
+    convctx.link_session(text, text, boolean),
+    convctx.replace_turn(text, uuid, text, text, jsonb),
+    convctx.conversation_state(text, integer),
+    convctx.set_summary(text, text, uuid),
+    convctx.turns_to_summarize(text, integer),
+    convctx.render_conversation_state(jsonb),
+    convctx.record_retrieval(text, uuid, jsonb, jsonb),
+    convctx.context_history(text, integer, jsonb),
+    convctx.render_context_history(jsonb, jsonb),
+    convctx.is_followup(text, text),
+    convctx.record_clarification(text, uuid, jsonb, jsonb),
+    convctx.clarification_context(text, uuid, jsonb),
+    convctx.render_clarification(jsonb, text)
+TO convctx_app;
+
+GRANT EXECUTE ON FUNCTION
+    convctx.redact_turn(text, uuid),
+    convctx.redact_session(text),
+    convctx.erase_identity(text),
+    convctx.retention_settings(),
+    convctx.purge(integer),
+    convctx.schedule_retention(text),
+    convctx.unschedule_retention(),
+    convctx.bind_role_tenant(regrole, text),
+    convctx.unbind_role_tenant(regrole)
+TO convctx_admin;
+GRANT EXECUTE ON PROCEDURE convctx.purge_all(integer) TO convctx_admin;
+
+GRANT SELECT ON ALL TABLES IN SCHEMA convctx TO convctx_admin;
