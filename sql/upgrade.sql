@@ -95,7 +95,7 @@ SELECT convctx.start_turn('s1', 'r2', 'Q2 again') = (SELECT id FROM ids WHERE na
 SELECT question_neutral, answer_neutral FROM convctx.recent_turns('s1');
 SELECT convctx.recent_turns_json('s1', 1);
 SELECT convctx.context_load('s1');
-SELECT state->'summary' AS summary, state->'recent_messages' AS messages
+SELECT state->'summary' AS summary, jsonb_path_query_array(state->'recent_messages', '$[*].text') AS messages
 FROM convctx.conversation_state('s1', 2) AS state;
 SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r4', 'Q4'), 'A4');
 SELECT count(*) AS acme_turns FROM convctx.recent_turns('s1', 100);
