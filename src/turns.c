@@ -13,11 +13,13 @@
  *	  upserts convctx.session, which increments last_turn_no and locks the
  *	  row until commit, so appends to one session are serialized and turn_no
  *	  is exact chronology with no gaps.
- *	- Idempotency rests on the unique index turn_request_current: a
- *	  duplicate start_turn either finds the committed turn at once, or (when
- *	  it raced) its INSERT ... ON CONFLICT DO NOTHING finds it after waiting
- *	  for the session lock, gives back the turn number it took, and returns
- *	  the winner's id. No duplicate ever raises.
+ *	- Idempotency rests on the unique index turn_request_current: a new
+ *	  turn is inserted with ON CONFLICT DO NOTHING right after its session
+ *	  row is locked (in one statement when no identity is linked), so a
+ *	  duplicate, whether committed long ago or by a racer it waited for,
+ *	  inserts nothing; it then gives back the turn number it took and
+ *	  returns the existing turn's id. No duplicate ever raises, and the
+ *	  common case, a new request, costs one statement.
  *	- The anonymous cap deletes turn_no <= new turn_no - cap: a range on the
  *	  chronology index, one turn per append, never a count or walk of the
  *	  session.
@@ -52,6 +54,7 @@ static SPIPlanPtr find_request_plan = NULL;
 static SPIPlanPtr session_touch_plan = NULL;
 static SPIPlanPtr session_untouch_plan = NULL;
 static SPIPlanPtr insert_turn_plan = NULL;
+static SPIPlanPtr start_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
@@ -96,6 +99,22 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)" \
 	" ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
 	" DO NOTHING"
+
+/*
+ * start_turn without an identity argument: number the turn under the
+ * session row's lock and insert it, in one statement. $3 turn_id,
+ * $4 request_id, then the turn's columns. Returns the number taken, the
+ * session's identity and whether the turn was inserted.
+ */
+#define START_SQL \
+	"WITH s AS (" SESSION_TOUCH_SQL ")," \
+	" t AS (INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
+	"       identity_id, translate_chat, question_neutral, question_translated," \
+	"       metadata, pipeline_name, consultant, repository)" \
+	"   SELECT $1, $2, $3, s.last_turn_no, $4, s.identity_id, $5, $6, $7, $8, $9, $10, $11 FROM s" \
+	"   ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
+	"   DO NOTHING RETURNING 1)" \
+	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t) FROM s"
 
 #define CAP_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
@@ -335,6 +354,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	pg_uuid_t  *turn_id;
 	int64		turn_no;
 	text	   *session_identity;
+	bool		inserted;
 	Datum		d;
 	bool		isnull;
 
@@ -351,64 +371,98 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	metadata = MetadataFilter(meta, fallback);
 
 	SPI_connect();
-
-	/* A repeat finds its turn without writing anything. */
-	turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
-						  PointerGetDatum(request_id));
-	if (turn_id != NULL)
-	{
-		SPI_finish();
-		PG_RETURN_UUID_P(turn_id);
-	}
-
-	/* Take the next turn number under the session row's lock. */
-	{
-		Oid			argtypes[2] = {TEXTOID, TEXTOID};
-		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-		SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes);
-
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
-		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		session_identity = isnull ? NULL : DatumGetTextPP(d);
-	}
-
-	if (identity_id != NULL)
-	{
-		SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
-		session_identity = identity_id;
-	}
-
 	turn_id = NewTurnId();
+
+	if (identity_id == NULL)
 	{
-		Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID,
-									TEXTOID, BOOLOID, TEXTOID, TEXTOID,
-									JSONBOID, TEXTOID, TEXTOID, TEXTOID};
-		Datum		values[13];
-		char		nulls[13];
-		SPIPlanPtr	plan = SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes);
+		Oid			argtypes[11] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID,
+									TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[11];
+		char		nulls[11];
+		SPIPlanPtr	plan = SpiKeptPlan(&start_plan, START_SQL, 11, argtypes);
 
 		memset(nulls, ' ', sizeof(nulls));
 		values[0] = PointerGetDatum(tenant);
 		values[1] = PointerGetDatum(session_id);
 		values[2] = UUIDPGetDatum(turn_id);
-		values[3] = Int64GetDatum(turn_no);
-		values[4] = PointerGetDatum(request_id);
-		values[5] = PlanArg(session_identity, &nulls[5]);
-		values[6] = BoolGetDatum(translate_chat);
-		values[7] = PointerGetDatum(question_neutral);
-		values[8] = PlanArg(question_translated, &nulls[8]);
-		values[9] = PlanArg(metadata, &nulls[9]);
-		values[10] = PlanArg(pipeline_name, &nulls[10]);
-		values[11] = PlanArg(consultant, &nulls[11]);
-		values[12] = PlanArg(repository, &nulls[12]);
-		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
+		values[3] = PointerGetDatum(request_id);
+		values[4] = BoolGetDatum(translate_chat);
+		values[5] = PointerGetDatum(question_neutral);
+		values[6] = PlanArg(question_translated, &nulls[6]);
+		values[7] = PlanArg(metadata, &nulls[7]);
+		values[8] = PlanArg(pipeline_name, &nulls[8]);
+		values[9] = PlanArg(consultant, &nulls[9]);
+		values[10] = PlanArg(repository, &nulls[10]);
+		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_SELECT);
+		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		session_identity = isnull ? NULL : DatumGetTextPP(d);
+		inserted = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 3, &isnull));
+	}
+	else
+	{
+		/*
+		 * A repeat must return its turn even when the identity it names
+		 * would be refused now, so it is looked for first. Otherwise
+		 * linking comes between numbering and inserting: the link rule may
+		 * refuse the call before any turn is written.
+		 */
+		pg_uuid_t  *existing = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
+										   PointerGetDatum(request_id));
+
+		if (existing != NULL)
+		{
+			SPI_finish();
+			PG_RETURN_UUID_P(existing);
+		}
+
+		{
+			Oid			argtypes[2] = {TEXTOID, TEXTOID};
+			Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+			SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes);
+
+			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+			turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+			session_identity = isnull ? NULL : DatumGetTextPP(d);
+		}
+
+		SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
+		session_identity = identity_id;
+
+		{
+			Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID,
+										TEXTOID, BOOLOID, TEXTOID, TEXTOID,
+										JSONBOID, TEXTOID, TEXTOID, TEXTOID};
+			Datum		values[13];
+			char		nulls[13];
+			SPIPlanPtr	plan = SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes);
+
+			memset(nulls, ' ', sizeof(nulls));
+			values[0] = PointerGetDatum(tenant);
+			values[1] = PointerGetDatum(session_id);
+			values[2] = UUIDPGetDatum(turn_id);
+			values[3] = Int64GetDatum(turn_no);
+			values[4] = PointerGetDatum(request_id);
+			values[5] = PlanArg(session_identity, &nulls[5]);
+			values[6] = BoolGetDatum(translate_chat);
+			values[7] = PointerGetDatum(question_neutral);
+			values[8] = PlanArg(question_translated, &nulls[8]);
+			values[9] = PlanArg(metadata, &nulls[9]);
+			values[10] = PlanArg(pipeline_name, &nulls[10]);
+			values[11] = PlanArg(consultant, &nulls[11]);
+			values[12] = PlanArg(repository, &nulls[12]);
+			SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
+			inserted = SPI_processed > 0;
+		}
 	}
 
-	if (SPI_processed == 0)
+	if (!inserted)
 	{
-		/* A concurrent duplicate committed first: give the number back. */
+		/* The request has its turn already: give the number back. */
 		Oid			argtypes[2] = {TEXTOID, TEXTOID};
 		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
 		SPIPlanPtr	plan = SpiKeptPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, 2, argtypes);
@@ -417,7 +471,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
 							  PointerGetDatum(request_id));
 		if (turn_id == NULL)
-			elog(ERROR, "turn of a conflicting start_turn not found");
+			elog(ERROR, "turn of a repeated start_turn not found");
 	}
 	else if (session_identity == NULL && turn_no > convctx_max_session_turns)
 	{
