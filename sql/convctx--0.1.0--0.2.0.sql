@@ -35,6 +35,7 @@ $roles$;
 CREATE TABLE convctx.role_tenant (
     role_id    regrole     NOT NULL,
     tenant_id  text COLLATE "C" NOT NULL,
+    role_name  text        NOT NULL,
     bound_at   timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     CONSTRAINT role_tenant_pkey PRIMARY KEY (role_id)
 );
@@ -43,6 +44,8 @@ COMMENT ON TABLE convctx.role_tenant IS
     'roles bound to a tenant: such a role, and every role that is a member of it, always acts for that tenant';
 COMMENT ON COLUMN convctx.role_tenant.role_id IS
     'the bound role (dumped by name: the role must exist where the dump is restored)';
+COMMENT ON COLUMN convctx.role_tenant.role_name IS
+    'the name of the role when it was bound: once the role is renamed or dropped the binding binds nobody and calls through it fail until it is renewed';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx.role_tenant', '');
 

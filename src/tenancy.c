@@ -11,9 +11,10 @@
  * security policies call current_tenant() too, so the same rule holds for
  * direct access to the tables.
  *
- * The calling role is the "outer" user: inside the SECURITY DEFINER
- * functions of this extension the current user is their owner, while the
- * outer user stays the session's role (or the one chosen by SET ROLE).
+ * The calling roles are the session user and the "outer" user: inside the
+ * SECURITY DEFINER functions of this extension the current user is their
+ * owner, while the outer user stays the session's role or the one chosen
+ * by SET ROLE. Both count, so SET ROLE cannot leave a binding behind.
  *
  * The binding of the calling role is cached per backend; changes of
  * role_tenant (bind_role_tenant and unbind_role_tenant send a relcache
@@ -48,12 +49,15 @@
 #define ROLE_TENANT_TABLE "role_tenant"
 #define Anum_role_tenant_role_id 1
 #define Anum_role_tenant_tenant_id 2
+#define Anum_role_tenant_role_name 3
 
 #define BIND_SQL \
-	"INSERT INTO convctx.role_tenant AS b (role_id, tenant_id) VALUES ($1, $2)" \
+	"INSERT INTO convctx.role_tenant AS b (role_id, tenant_id, role_name)" \
+	" VALUES ($1, $2, $3)" \
 	" ON CONFLICT (role_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id," \
-	"     bound_at = pg_catalog.statement_timestamp()" \
-	"  WHERE b.tenant_id OPERATOR(pg_catalog.<>) EXCLUDED.tenant_id"
+	"     role_name = EXCLUDED.role_name, bound_at = pg_catalog.statement_timestamp()" \
+	"  WHERE b.tenant_id OPERATOR(pg_catalog.<>) EXCLUDED.tenant_id" \
+	"     OR b.role_name OPERATOR(pg_catalog.<>) EXCLUDED.role_name"
 
 #define UNBIND_SQL \
 	"DELETE FROM convctx.role_tenant WHERE role_id OPERATOR(pg_catalog.=) $1 RETURNING tenant_id"
@@ -61,12 +65,16 @@
 static SPIPlanPtr bind_plan = NULL;
 static SPIPlanPtr unbind_plan = NULL;
 
-/* The cached binding of binding_user; valid until an invalidation. */
+/*
+ * The cached binding of the session (binding_session_user acting as
+ * binding_user); valid until an invalidation.
+ */
 static bool binding_valid = false;
+static Oid	binding_session_user = InvalidOid;
 static Oid	binding_user = InvalidOid;
 static Oid	binding_relid = InvalidOid;
 static char *binding_tenant = NULL;		/* NULL: unbound */
-static char *binding_conflict = NULL;	/* set: bound to two tenants */
+static char *binding_conflict = NULL;	/* set: contradictory or stale */
 
 static void
 BindingReset(void)
@@ -110,25 +118,86 @@ RoleTenantRelid(void)
 	return OidIsValid(nsp) ? get_relname_relid(ROLE_TENANT_TABLE, nsp) : InvalidOid;
 }
 
+typedef struct BindingRow
+{
+	Oid			role;
+	char	   *role_name;		/* the name it was bound under */
+	char	   *tenant;
+} BindingRow;
+
 /*
- * Read the binding of role user from role_tenant: a row for the role
- * itself wins; else the rows of the roles it is a member of, which must
- * all name the same tenant. Superuser status does not count as
- * membership.
+ * The binding of one role among rows: a row for the role itself wins;
+ * else the rows of the roles it is a member of, which must all name the
+ * same tenant. Superuser status does not count as membership. A row whose
+ * role no longer has the name it was bound under (renamed, or dropped and
+ * its OID reused) binds nobody until it is renewed: it is reported as a
+ * problem, never ignored. Returns the tenant or NULL; sets *problem.
+ */
+static bool
+BindingRowStale(BindingRow *r, char **problem)
+{
+	char	   *current_name = GetUserNameFromId(r->role, true);
+
+	if (current_name != NULL && strcmp(current_name, r->role_name) == 0)
+		return false;
+	*problem = psprintf("The binding of role \"%s\" to tenant \"%s\" names a role that has been renamed or dropped",
+						r->role_name, r->tenant);
+	return true;
+}
+
+static char *
+RoleBinding(Oid user, BindingRow *rows, int nrows, char **problem)
+{
+	char	   *inherited = NULL;
+	int			i;
+
+	for (i = 0; i < nrows; i++)
+		if (rows[i].role == user)
+			return BindingRowStale(&rows[i], problem) ? NULL : rows[i].tenant;
+
+	for (i = 0; i < nrows; i++)
+	{
+		BindingRow *r = &rows[i];
+
+		if (!is_member_of_role_nosuper(user, r->role))
+			continue;
+		if (BindingRowStale(r, problem))
+			return NULL;
+		if (inherited == NULL)
+			inherited = r->tenant;
+		else if (strcmp(inherited, r->tenant) != 0)
+		{
+			*problem = psprintf("Role \"%s\" is a member of roles bound to tenants \"%s\" and \"%s\"",
+								GetUserNameFromId(user, false), inherited, r->tenant);
+			return NULL;
+		}
+	}
+	return inherited;
+}
+
+/*
+ * Read role_tenant and work out the tenant of a session whose session user
+ * is session_user and whose current role (SET ROLE) is outer_user. Both
+ * count: a bound login role that switches to an unbound role (convctx_app
+ * itself, say) stays bound.
  */
 static void
-BindingLoad(Oid user)
+BindingLoad(Oid session_user, Oid outer_user)
 {
 	Oid			relid = RoleTenantRelid();
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	char	   *direct = NULL;
-	char	   *inherited = NULL;
-	char	   *conflict = NULL;
+	BindingRow *rows = NULL;
+	int			nrows = 0;
+	int			maxrows = 0;
+	char	   *problem = NULL;
+	char	   *of_session;
+	char	   *of_outer = NULL;
 
 	BindingReset();
-	binding_user = user;
+	binding_session_user = session_user;
+	binding_user = outer_user;
 	binding_relid = relid;
 	if (!OidIsValid(relid))
 		return;					/* not cached: the table may appear */
@@ -137,57 +206,63 @@ BindingLoad(Oid user)
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		bool		isnull;
-		Oid			role = DatumGetObjectId(heap_getattr(tup, Anum_role_tenant_role_id,
-														 RelationGetDescr(rel), &isnull));
-		Datum		tenant = heap_getattr(tup, Anum_role_tenant_tenant_id,
-										  RelationGetDescr(rel), &isnull);
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		null1,
+					null2,
+					null3;
+		Datum		role = heap_getattr(tup, Anum_role_tenant_role_id, desc, &null1);
+		Datum		tenant = heap_getattr(tup, Anum_role_tenant_tenant_id, desc, &null2);
+		Datum		name = heap_getattr(tup, Anum_role_tenant_role_name, desc, &null3);
 
-		if (isnull)
+		if (null1 || null2 || null3)
 			continue;
-		if (role == user)
-			direct = TextDatumGetCString(tenant);
-		else if (is_member_of_role_nosuper(user, role))
+		if (nrows == maxrows)
 		{
-			char	   *t = TextDatumGetCString(tenant);
-
-			if (inherited == NULL)
-				inherited = t;
-			else if (strcmp(inherited, t) != 0)
-				conflict = t;
+			maxrows = maxrows ? maxrows * 2 : 16;
+			rows = rows ? repalloc(rows, sizeof(BindingRow) * maxrows)
+				: palloc(sizeof(BindingRow) * maxrows);
 		}
+		rows[nrows].role = DatumGetObjectId(role);
+		rows[nrows].tenant = TextDatumGetCString(tenant);
+		rows[nrows].role_name = TextDatumGetCString(name);
+		nrows++;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
-	if (direct)
-		binding_tenant = MemoryContextStrdup(TopMemoryContext, direct);
-	else if (conflict)
-		binding_conflict = MemoryContextStrdup(TopMemoryContext,
-											   psprintf("\"%s\" and \"%s\"", inherited, conflict));
-	else if (inherited)
-		binding_tenant = MemoryContextStrdup(TopMemoryContext, inherited);
+	of_session = RoleBinding(session_user, rows, nrows, &problem);
+	if (problem == NULL && outer_user != session_user)
+		of_outer = RoleBinding(outer_user, rows, nrows, &problem);
+	if (problem == NULL && of_session && of_outer && strcmp(of_session, of_outer) != 0)
+		problem = psprintf("Role \"%s\" is bound to tenant \"%s\" but acts as role \"%s\", bound to tenant \"%s\"",
+						   GetUserNameFromId(session_user, false), of_session,
+						   GetUserNameFromId(outer_user, false), of_outer);
+
+	if (problem)
+		binding_conflict = MemoryContextStrdup(TopMemoryContext, problem);
+	else if (of_outer || of_session)
+		binding_tenant = MemoryContextStrdup(TopMemoryContext, of_outer ? of_outer : of_session);
 	binding_valid = true;
 }
 
 /*
- * The tenant the calling role is bound to, or NULL when it is unbound.
- * ERROR 42501 when it is bound to two tenants through its memberships.
+ * The tenant the calling session is bound to, or NULL when it is unbound.
+ * ERROR 42501 when its bindings contradict each other or are stale.
  */
 const char *
 BoundTenant(void)
 {
-	Oid			user = GetOuterUserId();
+	Oid			session_user = GetSessionUserId();
+	Oid			outer_user = GetOuterUserId();
 
-	if (!binding_valid || binding_user != user)
-		BindingLoad(user);
+	if (!binding_valid || binding_session_user != session_user || binding_user != outer_user)
+		BindingLoad(session_user, outer_user);
 	if (binding_conflict)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				errmsg("role \"%s\" is bound to more than one tenant",
-					   GetUserNameFromId(user, false)),
-				errdetail("Its memberships bind it to tenants %s.", binding_conflict),
-				errhint("Bind the role itself with convctx.bind_role_tenant, or unbind one of its roles."));
+				errmsg("the tenant of this session cannot be determined"),
+				errdetail("%s.", binding_conflict),
+				errhint("Fix the bindings with convctx.bind_role_tenant or convctx.unbind_role_tenant."));
 	return binding_tenant;
 }
 
@@ -208,8 +283,7 @@ CurrentTenant(void)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("permission denied for tenant \"%s\"", setting),
-				errdetail("Role \"%s\" is bound to tenant \"%s\".",
-						  GetUserNameFromId(GetOuterUserId(), false), bound),
+				errdetail("This session is bound to tenant \"%s\".", bound),
 				errhint("Reset convctx.tenant, or set it to \"%s\".", bound));
 	return cstring_to_text(bound);
 }
@@ -242,12 +316,16 @@ CheckMayBind(const char *what)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("permission denied to %s", what),
-				errdetail("Role \"%s\" is bound to tenant \"%s\"; only unbound roles manage bindings.",
-						  CallerRoleName(), bound));
+				errdetail("This session is bound to tenant \"%s\"; only unbound roles manage bindings.",
+						  bound));
 }
 
+/*
+ * The role argument; must_exist is false for unbinding, which also clears
+ * the binding left behind by a dropped role.
+ */
 static Oid
-ArgRole(FunctionCallInfo fcinfo, int argno)
+ArgRole(FunctionCallInfo fcinfo, int argno, bool must_exist)
 {
 	Oid			role;
 
@@ -256,7 +334,7 @@ ArgRole(FunctionCallInfo fcinfo, int argno)
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("role must not be null"));
 	role = PG_GETARG_OID(argno);
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+	if (must_exist && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
 		ereport(ERROR,
 				errcode(ERRCODE_UNDEFINED_OBJECT),
 				errmsg("role with OID %u does not exist", role));
@@ -273,7 +351,10 @@ AuditBinding(const char *action, Oid role, text *tenant_id)
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&state, "role");
 	{
-		char	   *name = GetUserNameFromId(role, false);
+		char	   *name = GetUserNameFromId(role, true);
+
+		if (name == NULL)
+			name = psprintf("%u", role);
 
 		JsonbPushString(&state, WJB_VALUE, name, strlen(name));
 	}
@@ -290,14 +371,15 @@ PG_FUNCTION_INFO_V1(convctx_bind_role_tenant);
 Datum
 convctx_bind_role_tenant(PG_FUNCTION_ARGS)
 {
-	Oid			role = ArgRole(fcinfo, 0);
+	Oid			role = ArgRole(fcinfo, 0, true);
 	text	   *tenant_id = ArgRequiredId(fcinfo, 1, "tenant");
-	Oid			argtypes[2] = {REGROLEOID, TEXTOID};
-	Datum		values[2] = {ObjectIdGetDatum(role), PointerGetDatum(tenant_id)};
+	Oid			argtypes[3] = {REGROLEOID, TEXTOID, TEXTOID};
+	Datum		values[3] = {ObjectIdGetDatum(role), PointerGetDatum(tenant_id),
+	CStringGetTextDatum(GetUserNameFromId(role, false))};
 
 	CheckMayBind("bind roles to tenants");
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&bind_plan, BIND_SQL, 2, argtypes), values, NULL, false, 0,
+	SpiRunPlan(SpiKeptPlan(&bind_plan, BIND_SQL, 3, argtypes), values, NULL, false, 0,
 			   SPI_OK_INSERT);
 	if (SPI_processed > 0)
 		AuditBinding("bind_role_tenant", role, tenant_id);
@@ -314,7 +396,7 @@ PG_FUNCTION_INFO_V1(convctx_unbind_role_tenant);
 Datum
 convctx_unbind_role_tenant(PG_FUNCTION_ARGS)
 {
-	Oid			role = ArgRole(fcinfo, 0);
+	Oid			role = ArgRole(fcinfo, 0, false);
 	Oid			argtypes[1] = {REGROLEOID};
 	Datum		values[1] = {ObjectIdGetDatum(role)};
 	bool		removed;

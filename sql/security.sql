@@ -1,0 +1,820 @@
+-- Security (0.2.0): privileges of PUBLIC, convctx_app and convctx_admin; tenant binding;
+-- row-level security; SECURITY DEFINER functions with a pinned search_path.
+-- Two tenants, A and B, with bound roles and the same session, request and identity ids:
+-- function by function and table by table, A can neither read, change, link, redact,
+-- purge nor infer anything of B.
+-- start from an empty store, whatever ran before
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
+         convctx.session_summary, convctx.turn_retrieval, convctx.clarification, convctx.role_tenant;
+DELETE FROM convctx.followup_phrase WHERE NOT builtin;
+-- roles are cluster-wide: drop what an interrupted earlier run may have left behind
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, convctx_no_grants;
+RESET client_min_messages;
+
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
+GRANT SELECT, INSERT ON ids TO PUBLIC;
+-- Run a statement that should fail; show its SQLSTATE, message, detail and hint
+-- with turn ids masked.
+CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+    hint text;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
+                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
+                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
+END $$;
+-- Every row of every table that belongs to a tenant, as JSON (called as the superuser,
+-- who is not subject to row-level security): the ground truth the checks compare with.
+CREATE FUNCTION pg_temp.tenant_rows(t text) RETURNS TABLE (tbl text, r jsonb) LANGUAGE sql AS $$
+    SELECT 'audit_log', to_jsonb(x) FROM convctx.audit_log x WHERE tenant_id = t
+    UNION ALL SELECT 'clarification', to_jsonb(x) FROM convctx.clarification x WHERE tenant_id = t
+    UNION ALL SELECT 'conversation_context', to_jsonb(x) FROM convctx.conversation_context x WHERE tenant_id = t
+    UNION ALL SELECT 'followup_phrase', to_jsonb(x) FROM convctx.followup_phrase x WHERE tenant_id = t
+    UNION ALL SELECT 'role_tenant', to_jsonb(x) FROM convctx.role_tenant x WHERE tenant_id = t
+    UNION ALL SELECT 'session', to_jsonb(x) FROM convctx.session x WHERE tenant_id = t
+    UNION ALL SELECT 'session_link', to_jsonb(x) FROM convctx.session_link x WHERE tenant_id = t
+    UNION ALL SELECT 'session_summary', to_jsonb(x) FROM convctx.session_summary x WHERE tenant_id = t
+    UNION ALL SELECT 'turn', to_jsonb(x) FROM convctx.turn x WHERE tenant_id = t
+    UNION ALL SELECT 'turn_retrieval', to_jsonb(x) FROM convctx.turn_retrieval x WHERE tenant_id = t
+$$;
+-- A snapshot of tenant B's rows, and how many rows differ from it now.
+CREATE TEMP TABLE b_snapshot (tbl text, r jsonb);
+CREATE FUNCTION pg_temp.b_changed_rows() RETURNS bigint LANGUAGE sql AS $$
+    SELECT count(*) FROM ((SELECT * FROM pg_temp.tenant_rows('B') EXCEPT ALL SELECT * FROM b_snapshot)
+                          UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d
+$$;
+
+------------------------------------------------------------------------------
+-- 1. The catalog: nothing for PUBLIC, no direct writes, pinned search_path, RLS everywhere
+------------------------------------------------------------------------------
+-- no routine of the schema is executable by PUBLIC (a NULL proacl would mean it is)
+SELECT p.oid::regprocedure AS routine_executable_by_public
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace
+  AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+ORDER BY 1;
+-- who may execute what, and which routines run as the extension's owner
+SELECT p.oid::regprocedure AS routine, p.prokind AS kind, p.prosecdef AS security_definer,
+       (SELECT string_agg(a.grantee::regrole::text, ', ' ORDER BY a.grantee::regrole::text)
+        FROM aclexplode(p.proacl) a WHERE a.grantee <> p.proowner) AS executable_by
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace
+ORDER BY executable_by, security_definer, p.oid::regprocedure::text;
+-- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, convctx, pg_temp
+SELECT p.oid::regprocedure AS definer_without_pinned_search_path, p.proconfig
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef
+  AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, convctx, pg_temp']
+ORDER BY 1;
+-- the schema: USAGE for the two roles only
+SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
+FROM pg_catalog.pg_namespace n, aclexplode(n.nspacl) a
+WHERE n.nspname = 'convctx' AND a.grantee <> n.nspowner
+ORDER BY 1, 2;
+-- tables, views and the sequence: SELECT for convctx_admin, nothing else for anybody
+SELECT c.relname, c.relkind,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
+FROM pg_catalog.pg_class c
+LEFT JOIN LATERAL aclexplode(c.relacl) a ON a.grantee <> c.relowner
+WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v', 'S', 'm', 'f', 'p')
+ORDER BY 1, 3, 4;
+-- and through role membership, too: neither role may write anything directly
+SELECT r.rolname, c.relname, p.priv
+FROM pg_catalog.pg_roles r, pg_catalog.pg_class c,
+     unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p(priv)
+WHERE r.rolname IN ('convctx_app', 'convctx_admin')
+  AND c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v')
+  AND has_table_privilege(r.oid, c.oid, p.priv)
+ORDER BY 1, 2, 3;
+SELECT r.rolname, c.relname
+FROM pg_catalog.pg_roles r, pg_catalog.pg_class c
+WHERE r.rolname IN ('convctx_app', 'convctx_admin')
+  AND c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'S'
+  AND has_sequence_privilege(r.oid, c.oid, 'USAGE, SELECT, UPDATE')
+ORDER BY 1, 2;
+-- every table has row-level security and a policy on tenant_id = convctx.current_tenant()
+SELECT c.relname, c.relrowsecurity,
+       (SELECT string_agg(pol.polname || ' ' || pol.polcmd::text || ': '
+                          || pg_get_expr(pol.polqual, pol.polrelid), '; ' ORDER BY pol.polname)
+        FROM pg_catalog.pg_policy pol WHERE pol.polrelid = c.oid) AS policies
+FROM pg_catalog.pg_class c
+WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r'
+ORDER BY 1;
+-- the views run with the querying role's privileges, so row-level security applies to them
+SELECT c.relname, c.reloptions FROM pg_catalog.pg_class c
+WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'v' ORDER BY 1;
+-- a role that is granted nothing can execute nothing and read nothing
+CREATE ROLE convctx_no_grants NOLOGIN;
+SELECT count(*) FILTER (WHERE has_function_privilege('convctx_no_grants', p.oid, 'EXECUTE')) AS executable,
+       count(*) AS routines
+FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'convctx'::regnamespace;
+SELECT count(*) FILTER (WHERE has_table_privilege('convctx_no_grants', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')) AS accessible,
+       count(*) AS relations
+FROM pg_catalog.pg_class c WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v');
+SELECT has_schema_privilege('convctx_no_grants', 'convctx', 'USAGE') AS schema_usage;
+SET ROLE convctx_no_grants;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SELECT pg_temp.try($$SELECT convctx.context_merge(NULL, ARRAY['x'])$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.recent_turns('s1')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.turn$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.sessions$$);
+RESET ROLE;
+-- even with USAGE on the schema, every function and table is refused
+GRANT USAGE ON SCHEMA convctx TO convctx_no_grants;
+SET ROLE convctx_no_grants;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SELECT pg_temp.try($$SELECT convctx.start_turn('s1', 'r1', 'q')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.recent_turns('s1')$$);
+SELECT pg_temp.try($$SELECT convctx.purge()$$);
+SELECT pg_temp.try($$CALL convctx.purge_all()$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.turn$$);
+SELECT pg_temp.try($$INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral)
+                     VALUES ('', 's1', gen_random_uuid(), 1, 'r1', 'q')$$);
+SELECT pg_temp.try($$SELECT nextval('convctx.audit_log_audit_id_seq')$$);
+RESET ROLE;
+REVOKE USAGE ON SCHEMA convctx FROM convctx_no_grants;
+DROP ROLE convctx_no_grants;
+
+------------------------------------------------------------------------------
+-- 2. Two tenants with bound roles, and the same ids in both
+------------------------------------------------------------------------------
+CREATE ROLE tenant_a_app NOLOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_b_app NOLOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_a_admin NOLOGIN IN ROLE convctx_admin;
+CREATE ROLE tenant_b_admin NOLOGIN IN ROLE convctx_admin;
+SELECT convctx.bind_role_tenant('tenant_a_app', 'A'), convctx.bind_role_tenant('tenant_b_app', 'B'),
+       convctx.bind_role_tenant('tenant_a_admin', 'A'), convctx.bind_role_tenant('tenant_b_admin', 'B');
+SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
+-- a tenant's own phrases for is_followup (tenants cannot write the table; the operator can)
+INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES
+    ('B', 'fresh_keyword', 'invoice'), ('B', 'clarification', 'zebra crossing');
+
+-- tenant B: session s1 (linked to u1) with three turns, a retrieval, a clarification,
+-- a summary and a context; s2 anonymous; s3 linked to u9; sx only in B
+SET ROLE tenant_b_app;
+SELECT convctx.current_tenant();
+INSERT INTO ids SELECT 'b1', convctx.start_turn('s1', 'r1', 'B: what is the secret formula?', identity_id => 'u1');
+INSERT INTO ids SELECT 'b2', convctx.start_turn('s1', 'r2', 'B: who knows it?');
+INSERT INTO ids SELECT 'b3', convctx.start_turn('s1', 'r3', 'B: since when?');
+SELECT convctx.finalize_turn('s1', id, 'B: answer ' || name) FROM ids WHERE name IN ('b1', 'b2', 'b3') ORDER BY name;
+SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'b1'),
+    '[{"id": "doc-1", "title": "B title", "text": "B chunk text"}, {"id": "b-only-doc", "text": "B private chunk"}]',
+    '[{"id": "doc-1"}, {"id": "b-only-doc"}]');
+SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'b2'),
+    '[{"id": "q1", "question": "B: which vault?", "type": "text"}]', '{"reasoning": "B reasoning"}');
+SELECT convctx.set_summary('s1', 'B summary', (SELECT id FROM ids WHERE name = 'b1'));
+SELECT convctx.context_add('s1', ARRAY['b-node-1', 'b-node-2'], 'b-user');
+INSERT INTO ids SELECT 'b-s2', convctx.start_turn('s2', 'r1', 'B: anonymous question');
+SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'b-s2'), 'B: anonymous answer');
+SELECT convctx.context_add('s2', ARRAY['b-node-s2']);
+INSERT INTO ids SELECT 'b-s3', convctx.start_turn('s3', 'r1', 'B: s3 question');
+SELECT convctx.finalize_turn('s3', (SELECT id FROM ids WHERE name = 'b-s3'), 'B: s3 answer');
+SELECT convctx.link_session('u9', 's3');
+INSERT INTO ids SELECT 'b-sx', convctx.start_turn('sx', 'r1', 'B: sx question');
+SELECT convctx.finalize_turn('sx', (SELECT id FROM ids WHERE name = 'b-sx'), 'B: sx answer');
+SELECT convctx.context_save('sx', '{"activeNodeIds": ["b-sx-node"]}');
+RESET ROLE;
+
+-- tenant A: the same session, request and identity ids, other texts. Unique keys lead
+-- with tenant_id, so nothing collides and nothing tells A that B exists.
+SET ROLE tenant_a_app;
+SELECT convctx.current_tenant();
+INSERT INTO ids SELECT 'a1', convctx.start_turn('s1', 'r1', 'A: what is VAT?', identity_id => 'u1');
+INSERT INTO ids SELECT 'a2', convctx.start_turn('s1', 'r2', 'A: and VRT?');
+INSERT INTO ids SELECT 'a3', convctx.start_turn('s1', 'r3', 'A: since when?');
+SELECT convctx.finalize_turn('s1', id, 'A: answer ' || name) FROM ids WHERE name IN ('a1', 'a2', 'a3') ORDER BY name;
+SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'a1'),
+    '[{"id": "doc-1", "title": "A title", "text": "A chunk text"}]', '[{"id": "doc-1"}]');
+SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'a2'),
+    '[{"id": "q1", "question": "A: which vehicle?", "type": "text"}]', '{"reasoning": "A reasoning"}');
+SELECT convctx.set_summary('s1', 'A summary', (SELECT id FROM ids WHERE name = 'a1'));
+SELECT convctx.context_add('s1', ARRAY['a-node-1'], 'a-user');
+INSERT INTO ids SELECT 'a-s2', convctx.start_turn('s2', 'r1', 'A: anonymous question');
+SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'a-s2'), 'A: anonymous answer');
+SELECT convctx.context_add('s2', ARRAY['a-node-s2']);
+RESET ROLE;
+
+-- what is stored, per tenant (the superuser sees every tenant)
+SELECT tenant_id, session_id, turn_no, request_id, identity_id, question_neutral, answer_neutral
+FROM convctx.turn ORDER BY tenant_id, session_id, turn_no;
+SELECT tenant_id, session_id, identity_id FROM convctx.session_link ORDER BY 1, 2;
+SELECT tenant_id, conversation_id, context_json, user_id FROM convctx.conversation_context ORDER BY 1, 2;
+-- B's rows from now on: every later check compares with this snapshot
+INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
+SELECT tbl, count(*) AS b_rows FROM b_snapshot GROUP BY tbl ORDER BY tbl;
+
+------------------------------------------------------------------------------
+-- 3a. Reads: every function returns A's data only, for A's app and admin roles
+------------------------------------------------------------------------------
+SET ROLE tenant_a_app;
+SELECT request_id, question_neutral, answer_neutral FROM convctx.recent_turns('s1');
+SELECT convctx.recent_turns_json('s1', 1);
+SELECT convctx.context_load('s1');
+-- sx exists only in B: for A it is an unknown conversation
+SELECT convctx.context_load('sx') IS NULL AS unknown_context;
+SELECT count(*) AS sx_turns FROM convctx.recent_turns('sx');
+SELECT convctx.recent_turns_json('sx');
+SELECT state - 'recent_messages' AS state,
+       jsonb_path_query_array(state, '$.recent_messages[*].text') AS message_texts
+FROM convctx.conversation_state('s1', 4) state;
+SELECT convctx.conversation_state('sx') - 'recent_messages' AS unknown_state,
+       convctx.conversation_state('sx') -> 'recent_messages' AS messages;
+SELECT question_neutral, answer_neutral FROM convctx.turns_to_summarize('s1', 2);
+SELECT count(*) AS to_summarize FROM convctx.turns_to_summarize('sx', 1);
+SELECT e ->> 'section' AS section, e -> 'chunk' AS chunk
+FROM jsonb_array_elements(convctx.context_history('s1', 5)) e;
+SELECT convctx.context_history('sx');
+SELECT convctx.clarification_context('s1', (SELECT id FROM ids WHERE name = 'a2'), '{"q1": "the red one"}');
+SELECT convctx.render_clarification(convctx.clarification_context('s1', (SELECT id FROM ids WHERE name = 'a2')));
+-- is_followup uses A's phrases and A's turns only: B's keyword "invoice" does not make a
+-- short query fresh, B's phrase "zebra crossing" does not make a long one a follow-up,
+-- and B's finalized session sx is nothing to follow up on
+SELECT convctx.is_followup('and the invoice?', 's1') AS short_query_with_b_keyword,
+       convctx.is_followup('one two three four five six zebra crossing', 's1') AS long_query_with_b_phrase,
+       convctx.is_followup('and then?', 'sx') AS b_only_session;
+RESET ROLE;
+-- (the same calls as tenant B, for contrast)
+SET ROLE tenant_b_app;
+SELECT convctx.is_followup('and the invoice?', 's1') AS short_query_with_b_keyword,
+       convctx.is_followup('one two three four five six zebra crossing', 's1') AS long_query_with_b_phrase,
+       convctx.is_followup('and then?', 'sx') AS b_only_session;
+SELECT request_id, question_neutral, answer_neutral FROM convctx.recent_turns('s1');
+RESET ROLE;
+-- the admin role of A reads the same, and nothing of B
+SET ROLE tenant_a_admin;
+SELECT convctx.current_tenant();
+SELECT request_id, question_neutral, answer_neutral FROM convctx.recent_turns('s1');
+SELECT convctx.context_load('s1'), convctx.context_load('sx');
+SELECT e ->> 'section' AS section, e -> 'chunk' ->> 'text' AS chunk_text
+FROM jsonb_array_elements(convctx.context_history('s1', 5)) e;
+RESET ROLE;
+
+------------------------------------------------------------------------------
+-- 3b. Writes with B's ids: refused exactly as for an id that exists nowhere, B unchanged
+------------------------------------------------------------------------------
+SET ROLE tenant_a_app;
+-- start_turn on (s1, r1) returns A's turn, never B's, and never an error
+SELECT convctx.start_turn('s1', 'r1', 'A: what is VAT?') = (SELECT id FROM ids WHERE name = 'a1') AS a_turn,
+       convctx.start_turn('s1', 'r1', 'A: what is VAT?') = (SELECT id FROM ids WHERE name = 'b1') AS b_turn;
+-- B's turn ids, in the session where B has them: P0002, word for word the same as for
+-- a turn id that exists in no tenant
+SELECT name, pg_temp.try(format('SELECT convctx.finalize_turn(%L, %L, %L)', 's1', id, 'A: hijacked')) AS finalize_turn,
+       pg_temp.try(format('SELECT convctx.replace_turn(%L, %L, %L)', 's1', id, 'A: hijacked')) AS replace_turn
+FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b-sx')
+      UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
+SELECT name, pg_temp.try(format('SELECT convctx.record_retrieval(%L, %L, %L)', 's1', id, '[{"id": "x", "text": "A: hijacked"}]')) AS record_retrieval,
+       pg_temp.try(format('SELECT convctx.record_clarification(%L, %L, %L, %L)', 's1', id, '[]', '{}')) AS record_clarification
+FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b-sx')
+      UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
+SELECT name, pg_temp.try(format('SELECT convctx.set_summary(%L, %L, %L)', 's1', 'A: hijacked', id)) AS set_summary,
+       pg_temp.try(format('SELECT convctx.clarification_context(%L, %L)', 's1', id)) AS clarification_context
+FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b2')
+      UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
+-- the same with B's own session ids
+SELECT pg_temp.try(format('SELECT convctx.finalize_turn(%L, %L, %L)', 'sx', (SELECT id FROM ids WHERE name = 'b-sx'), 'A: hijacked'));
+SELECT pg_temp.try(format('SELECT convctx.clarification_context(%L, %L)', 'sx', (SELECT id FROM ids WHERE name = 'b-sx')));
+-- a citation by id resolves within A only: B's chunk "b-only-doc" is unknown, like any
+-- id that was never retrieved; "doc-1" is A's chunk, not B's
+SELECT pg_temp.try(format('SELECT convctx.record_retrieval(%L, %L, %L, %L)', 's1', (SELECT id FROM ids WHERE name = 'a2'), '[]', '[{"id": "b-only-doc"}]'));
+SELECT pg_temp.try(format('SELECT convctx.record_retrieval(%L, %L, %L, %L)', 's1', (SELECT id FROM ids WHERE name = 'a2'), '[]', '[{"id": "never-retrieved"}]'));
+SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'a2'), '[]', '[{"id": "doc-1"}]');
+-- context writes with B's conversation ids write A's rows
+SELECT convctx.context_add('sx', ARRAY['a-sx-node']);
+SELECT convctx.context_save('s2', '{"activeNodeIds": ["a-node-s2"], "note": "A"}');
+RESET ROLE;
+SELECT pg_temp.b_changed_rows();
+SELECT tenant_id, conversation_id, context_json FROM convctx.conversation_context WHERE conversation_id IN ('s2', 'sx') ORDER BY 1, 2;
+SELECT tenant_id, session_id, turn_no, citations FROM convctx.turn_retrieval ORDER BY 1, 2, 3;
+-- the admin role of A cannot redact B's turn either
+SET ROLE tenant_a_admin;
+SELECT name, pg_temp.try(format('SELECT convctx.redact_turn(%L, %L)', 's1', id)) AS redact_turn
+FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b-sx')
+      UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
+SELECT pg_temp.try(format('SELECT convctx.redact_turn(%L, %L)', 'sx', (SELECT id FROM ids WHERE name = 'b-sx')));
+-- redact_session of a session that exists only in B: nothing to redact
+SELECT convctx.redact_session('sx');
+RESET ROLE;
+SELECT pg_temp.b_changed_rows();
+
+------------------------------------------------------------------------------
+-- 3c. Linking: A's links and refusals never meet B's
+------------------------------------------------------------------------------
+SET ROLE tenant_a_app;
+-- B linked s3 to u9; in A, s3 can go to u7
+SELECT convctx.link_session('u7', 's3');
+-- the same link as B's (s1 to u1) is just A's own idempotent link
+SELECT convctx.link_session('u1', 's1');
+-- A's own conflict is refused, and audited in A
+SELECT pg_temp.try($$SELECT convctx.link_session('u9', 's3')$$);
+RESET ROLE;
+SELECT tenant_id, session_id, identity_id FROM convctx.session_link ORDER BY 1, 2;
+SELECT tenant_id, action, role_name, session_id, identity_id, details FROM convctx.audit_log
+WHERE action = 'link_refused' ORDER BY audit_id;
+SELECT pg_temp.b_changed_rows();
+
+------------------------------------------------------------------------------
+-- 3d. Views and the audit log show A's rows only
+------------------------------------------------------------------------------
+SET ROLE tenant_a_admin;
+SELECT tenant, session_id, identity_id, turns, finalized, redacted, expires_at IS NOT NULL AS expires
+FROM convctx.sessions ORDER BY tenant, session_id;
+SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_versions, tombstones, contexts
+FROM convctx.stats ORDER BY tenant;
+SELECT tenant_id, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
+       action, session_id, identity_id, details
+FROM convctx.audit_log ORDER BY audit_id;
+-- filtering for B finds nothing
+SELECT count(*) AS b_sessions FROM convctx.sessions WHERE tenant = 'B';
+SELECT count(*) AS b_audit_rows FROM convctx.audit_log WHERE tenant_id = 'B';
+RESET ROLE;
+SET ROLE tenant_a_app;
+-- the app role has neither the views nor the audit log
+SELECT pg_temp.try($$SELECT * FROM convctx.sessions$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.audit_log$$);
+RESET ROLE;
+
+------------------------------------------------------------------------------
+-- 3e. Redaction and erasure with shared ids act on A only
+------------------------------------------------------------------------------
+SET ROLE tenant_a_admin;
+SELECT convctx.redact_turn('s1', (SELECT id FROM ids WHERE name = 'a3'));
+-- u1 is linked to s1 in both tenants; B's u9 is nobody in A
+SELECT convctx.erase_identity('u1');
+SELECT convctx.erase_identity('u9');
+SELECT convctx.redact_session('s2');
+RESET ROLE;
+SELECT tenant_id, session_id, turn_no, question_neutral, answer_neutral, deleted_at IS NOT NULL AS redacted
+FROM convctx.turn WHERE session_id IN ('s1', 's2') ORDER BY tenant_id, session_id, turn_no;
+SELECT tenant_id, conversation_id FROM convctx.conversation_context ORDER BY 1, 2;
+SELECT pg_temp.b_changed_rows();
+
+------------------------------------------------------------------------------
+-- 3f. Retention: a bound admin purges its own tenant only
+------------------------------------------------------------------------------
+-- everything of both tenants is expired: idle anonymous sessions, old turns, old contexts
+SET convctx.session_ttl = '1h';
+SET convctx.turn_retention = '1h';
+SET convctx.context_ttl = '1h';
+UPDATE convctx.session SET last_activity_at = now() - interval '2 hours';
+UPDATE convctx.turn SET created_at = now() - interval '2 hours';
+UPDATE convctx.conversation_context SET updated_at = now() - interval '2 hours';
+DELETE FROM b_snapshot;
+INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
+SET ROLE tenant_a_admin;
+SELECT * FROM convctx.retention_settings();
+SELECT convctx.purge();
+CALL convctx.purge_all();
+SELECT convctx.purge();
+SELECT tenant, sessions, turns, contexts FROM convctx.stats ORDER BY tenant;
+RESET ROLE;
+SELECT tenant_id, count(*) AS turns FROM convctx.turn GROUP BY 1 ORDER BY 1;
+SELECT pg_temp.b_changed_rows();
+-- (an unbound role purges every tenant; that is shown at the end, in the cleanup)
+
+------------------------------------------------------------------------------
+-- 4. Table by table: row-level security for whoever is granted a table
+------------------------------------------------------------------------------
+-- fresh rows for A again, with the same keys as B's
+SET ROLE tenant_a_app;
+INSERT INTO ids SELECT 'a1-new', convctx.start_turn('s1', 'r1', 'A: again', identity_id => 'u1');
+SELECT convctx.finalize_turn('s1', (SELECT id FROM ids WHERE name = 'a1-new'), 'A: again answered');
+SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'a1-new'),
+    '[{"id": "doc-1", "text": "A chunk again"}]', '[{"id": "doc-1"}]');
+SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'a1-new'),
+    '[{"id": "q", "question": "which?"}]', '{}');
+SELECT convctx.set_summary('s1', 'A summary again', (SELECT id FROM ids WHERE name = 'a1-new'));
+SELECT convctx.context_add('s1', ARRAY['a-node-again']);
+RESET ROLE;
+-- the admin role of A sees exactly A's rows in every table (and the shared phrases)
+SET ROLE tenant_a_admin;
+SELECT 'audit_log' AS tbl, tenant_id, count(*) FROM convctx.audit_log GROUP BY 2
+UNION ALL SELECT 'clarification', tenant_id, count(*) FROM convctx.clarification GROUP BY 2
+UNION ALL SELECT 'conversation_context', tenant_id, count(*) FROM convctx.conversation_context GROUP BY 2
+UNION ALL SELECT 'followup_phrase', tenant_id, count(*) FROM convctx.followup_phrase GROUP BY 2
+UNION ALL SELECT 'role_tenant', tenant_id, count(*) FROM convctx.role_tenant GROUP BY 2
+UNION ALL SELECT 'session', tenant_id, count(*) FROM convctx.session GROUP BY 2
+UNION ALL SELECT 'session_link', tenant_id, count(*) FROM convctx.session_link GROUP BY 2
+UNION ALL SELECT 'session_summary', tenant_id, count(*) FROM convctx.session_summary GROUP BY 2
+UNION ALL SELECT 'turn', tenant_id, count(*) FROM convctx.turn GROUP BY 2
+UNION ALL SELECT 'turn_retrieval', tenant_id, count(*) FROM convctx.turn_retrieval GROUP BY 2
+ORDER BY 1, 2;
+SELECT session_id, request_id, question_neutral, answer_neutral FROM convctx.turn ORDER BY session_id, turn_no, record_version;
+SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
+SELECT count(*) AS b_phrases FROM convctx.followup_phrase WHERE tenant_id = 'B';
+-- a function in the query that is not leakproof runs after the policy: it never sees B's rows
+CREATE FUNCTION pg_temp.peek(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+BEGIN
+    RAISE NOTICE 'peek saw: %', t;
+    RETURN true;
+END $$;
+SELECT count(*) FROM convctx.turn WHERE pg_temp.peek(tenant_id || ': ' || coalesce(question_neutral, '-'));
+DROP FUNCTION pg_temp.peek(text);
+-- the admin role can read but not write
+SELECT pg_temp.try($$UPDATE convctx.turn SET answer_neutral = 'x'$$);
+SELECT pg_temp.try($$DELETE FROM convctx.session_link$$);
+SELECT pg_temp.try($$TRUNCATE convctx.audit_log$$);
+SELECT pg_temp.try($$INSERT INTO convctx.role_tenant (role_id, tenant_id) VALUES ('tenant_a_admin', 'B')$$);
+RESET ROLE;
+-- the app role can neither read nor write a table
+SET ROLE tenant_a_app;
+SELECT pg_temp.try($$SELECT * FROM convctx.turn$$);
+SELECT pg_temp.try($$UPDATE convctx.turn SET answer_neutral = 'x'$$);
+SELECT pg_temp.try($$INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('A', 'clarification', 'x')$$);
+RESET ROLE;
+-- a role explicitly granted DML on two tables still reaches A's rows only
+CREATE ROLE tenant_a_dml NOLOGIN;
+SELECT convctx.bind_role_tenant('tenant_a_dml', 'A');
+GRANT USAGE ON SCHEMA convctx TO tenant_a_dml;
+GRANT SELECT, INSERT, UPDATE, DELETE ON convctx.turn, convctx.conversation_context TO tenant_a_dml;
+-- (the policies call convctx.current_tenant(): without convctx_app the role gets nothing)
+SET ROLE tenant_a_dml;
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
+SELECT pg_temp.try($$DELETE FROM convctx.turn WHERE tenant_id = 'B'$$);
+RESET ROLE;
+GRANT convctx_app TO tenant_a_dml;
+SET ROLE tenant_a_dml;
+-- UPDATE and DELETE of B's rows: 0 rows
+WITH u AS (UPDATE convctx.turn SET answer_neutral = 'hijacked' WHERE tenant_id = 'B' RETURNING 1)
+SELECT count(*) AS b_turns_updated FROM u;
+WITH d AS (DELETE FROM convctx.turn WHERE tenant_id = 'B' RETURNING 1)
+SELECT count(*) AS b_turns_deleted FROM d;
+WITH u AS (UPDATE convctx.conversation_context SET context_json = '{}' WHERE tenant_id = 'B' RETURNING 1)
+SELECT count(*) AS b_contexts_updated FROM u;
+WITH d AS (DELETE FROM convctx.conversation_context WHERE tenant_id = 'B' RETURNING 1)
+SELECT count(*) AS b_contexts_deleted FROM d;
+-- without a WHERE clause they reach A's rows only (rolled back)
+BEGIN;
+WITH u AS (UPDATE convctx.turn SET answer_neutral = 'A: changed' RETURNING tenant_id)
+SELECT tenant_id, count(*) FROM u GROUP BY 1;
+WITH d AS (DELETE FROM convctx.conversation_context RETURNING tenant_id)
+SELECT tenant_id, count(*) FROM d GROUP BY 1;
+ROLLBACK;
+-- a row for B, or a row moved to B: refused by the policy
+SELECT pg_temp.try($$INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral)
+                     VALUES ('B', 's1', gen_random_uuid(), 99, 'r99', 'planted')$$);
+SELECT pg_temp.try($$INSERT INTO convctx.conversation_context (tenant_id, conversation_id, context_json)
+                     VALUES ('B', 's9', '{}')$$);
+SELECT pg_temp.try($$UPDATE convctx.conversation_context SET tenant_id = 'B'$$);
+-- A's row with B's keys: no unique-key error reveals that B holds them (rolled back)
+BEGIN;
+SELECT pg_temp.try($$INSERT INTO convctx.conversation_context (tenant_id, conversation_id, context_json)
+                     VALUES ('A', 'sx', '{}') ON CONFLICT (tenant_id, conversation_id) DO NOTHING$$);
+SELECT pg_temp.try($$INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral)
+                     VALUES ('A', 'sx', (SELECT id FROM ids WHERE name = 'b-sx'), 1, 'r1', 'A: same keys as B')$$);
+SELECT tenant_id, session_id, request_id, question_neutral FROM convctx.turn WHERE session_id = 'sx';
+ROLLBACK;
+RESET ROLE;
+REVOKE ALL ON convctx.turn, convctx.conversation_context FROM tenant_a_dml;
+REVOKE USAGE ON SCHEMA convctx FROM tenant_a_dml;
+SELECT pg_temp.b_changed_rows();
+
+------------------------------------------------------------------------------
+-- 5. Binding rules
+------------------------------------------------------------------------------
+-- a bound role that sets convctx.tenant to another tenant gets 42501 on its next call,
+-- and nothing of that tenant
+SET ROLE tenant_a_app;
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+SELECT pg_temp.try($$SELECT convctx.start_turn('sx', 'r1', 'A: hijack')$$);
+SELECT pg_temp.try($$SELECT convctx.context_load('sx')$$);
+SELECT pg_temp.try($$SELECT convctx.is_followup('and then?', 'sx')$$);
+-- naming its own tenant is fine
+SET convctx.tenant = 'A';
+SELECT convctx.current_tenant(), convctx.recent_turns_json('s1');
+RESET convctx.tenant;
+RESET ROLE;
+-- the same through the tables
+SET ROLE tenant_a_admin;
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.sessions$$);
+SELECT pg_temp.try($$SELECT convctx.purge()$$);
+RESET convctx.tenant;
+RESET ROLE;
+-- a role that is a member of a bound role (and unbound itself) acts for that tenant
+CREATE ROLE tenant_a_member NOLOGIN IN ROLE tenant_a_app;
+SET ROLE tenant_a_member;
+SELECT convctx.current_tenant(), convctx.recent_turns_json('s1');
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+RESET convctx.tenant;
+RESET ROLE;
+-- membership is looked up afresh: with tenant_a_app revoked, the member is unbound
+REVOKE tenant_a_app FROM tenant_a_member;
+GRANT convctx_app TO tenant_a_member;
+SET ROLE tenant_a_member;
+SELECT convctx.current_tenant();
+RESET ROLE;
+-- a member of roles bound to different tenants acts for neither
+CREATE ROLE tenant_ab_member NOLOGIN IN ROLE tenant_a_app, tenant_b_app;
+SET ROLE tenant_ab_member;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+SET convctx.tenant = 'A';
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+RESET convctx.tenant;
+RESET ROLE;
+-- binding the role itself decides
+SELECT convctx.bind_role_tenant('tenant_ab_member', 'B');
+SET ROLE tenant_ab_member;
+SELECT convctx.current_tenant();
+RESET ROLE;
+-- rebinding takes effect at once
+SELECT convctx.bind_role_tenant('tenant_ab_member', 'A');
+SET ROLE tenant_ab_member;
+SELECT convctx.current_tenant();
+RESET ROLE;
+-- binding the same tenant again changes nothing (and is not audited again)
+SELECT convctx.bind_role_tenant('tenant_ab_member', 'A');
+-- a bound admin cannot bind or unbind anybody, itself included
+SET ROLE tenant_a_admin;
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_a_admin', 'B')$$);
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_admin')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_a_member', 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_b_app')$$);
+RESET ROLE;
+-- and the app roles cannot call them at all
+SET ROLE tenant_a_app;
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_app')$$);
+RESET ROLE;
+-- unbind_role_tenant says whether there was a binding
+SELECT convctx.unbind_role_tenant('tenant_ab_member') AS was_bound;
+SELECT convctx.unbind_role_tenant('tenant_ab_member') AS was_bound;
+SET ROLE tenant_ab_member;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+RESET ROLE;
+-- bad arguments
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant(NULL, 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_ab_member', NULL)$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_ab_member', '')$$);
+SELECT pg_temp.try(format('SELECT convctx.bind_role_tenant(%L, %L)', 'tenant_ab_member', repeat('x', 1025)));
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant(4000000000::oid::regrole, 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('no_such_role', 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant(NULL)$$);
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant(4000000000::oid::regrole)$$);
+SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
+-- bindings are audited in the tenant they concern
+SELECT tenant_id, action, details FROM convctx.audit_log
+WHERE action IN ('bind_role_tenant', 'unbind_role_tenant') ORDER BY audit_id;
+-- an unbound role keeps acting for the tenant convctx.tenant names ('' when empty)
+CREATE ROLE tenant_free_app NOLOGIN IN ROLE convctx_app;
+SET ROLE tenant_free_app;
+SELECT convctx.current_tenant() = '' AS default_tenant;
+SET convctx.tenant = 'B';
+SELECT convctx.current_tenant(), convctx.recent_turns_json('sx');
+RESET convctx.tenant;
+RESET ROLE;
+-- the superuser is not a member of bound roles: it stays unbound
+SELECT convctx.current_tenant() = '' AS default_tenant;
+-- SET ROLE cannot leave a binding behind: a bound session that switches to an
+-- unbound role it is a member of (convctx_app, convctx_admin) stays bound
+SET SESSION AUTHORIZATION tenant_a_app;
+SET ROLE convctx_app;
+SELECT convctx.current_tenant();
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+SELECT pg_temp.try($$SELECT convctx.start_turn('s1', 'r1', 'A: hijack')$$);
+RESET convctx.tenant;
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION tenant_a_admin;
+SET ROLE convctx_admin;
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_admin')$$);
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
+RESET convctx.tenant;
+SELECT count(*) FILTER (WHERE tenant_id <> 'A') AS rows_of_other_tenants FROM convctx.turn;
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+-- a session bound to A acting as a role bound to B acts for neither
+CREATE ROLE tenant_a_login NOLOGIN IN ROLE tenant_b_app;
+SELECT convctx.bind_role_tenant('tenant_a_login', 'A');
+SET SESSION AUTHORIZATION tenant_a_login;
+SELECT convctx.current_tenant();
+SET ROLE tenant_b_app;
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+SELECT convctx.unbind_role_tenant('tenant_a_login');
+DROP ROLE tenant_a_login;
+-- a binding remembers the role's name: renamed, the role binds nobody (its
+-- calls fail, they do not fall back to the setting) until it is bound again
+CREATE ROLE tenant_a_renamed NOLOGIN IN ROLE convctx_app;
+SELECT convctx.bind_role_tenant('tenant_a_renamed', 'A');
+ALTER ROLE tenant_a_renamed RENAME TO tenant_a_renamed2;
+SET ROLE tenant_a_renamed2;
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+RESET convctx.tenant;
+RESET ROLE;
+SELECT convctx.bind_role_tenant('tenant_a_renamed2', 'A');
+SET ROLE tenant_a_renamed2;
+SELECT convctx.current_tenant();
+RESET ROLE;
+-- a dropped role's binding stays until it is removed by the role's OID
+CREATE TEMP TABLE dropped_role AS SELECT 'tenant_a_renamed2'::regrole::oid AS role_oid;
+DROP ROLE tenant_a_renamed2;
+SELECT role_name, tenant_id FROM convctx.role_tenant
+WHERE role_id::oid = (SELECT role_oid FROM dropped_role);
+SELECT convctx.unbind_role_tenant((SELECT role_oid FROM dropped_role)::regrole) AS was_bound;
+SELECT count(*) AS left_behind FROM convctx.role_tenant
+WHERE role_id::oid = (SELECT role_oid FROM dropped_role);
+-- B changed in one way only since the snapshot: the operator bound tenant_ab_member to B
+-- for a while, which is audited in B
+SELECT tbl, r ->> 'action' AS action, r -> 'details' AS details
+FROM ((SELECT * FROM pg_temp.tenant_rows('B') EXCEPT ALL SELECT * FROM b_snapshot)
+      UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d;
+DELETE FROM b_snapshot;
+INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
+
+------------------------------------------------------------------------------
+-- 6. A hostile role plants look-alikes of builtins in public and pg_temp: the
+-- SECURITY DEFINER functions, whose search_path is pinned, never call them
+------------------------------------------------------------------------------
+CREATE ROLE tenant_a_hostile NOLOGIN IN ROLE convctx_app;
+SELECT convctx.bind_role_tenant('tenant_a_hostile', 'A');
+GRANT CREATE ON SCHEMA public TO tenant_a_hostile;
+-- the calls to make, with their arguments fixed now
+CREATE TEMP TABLE probe (name text PRIMARY KEY, stmt text);
+CREATE TEMP TABLE probe_result (name text, path text, result text);
+GRANT SELECT ON probe TO PUBLIC;
+GRANT INSERT ON probe_result TO PUBLIC;
+INSERT INTO probe SELECT name, format(stmt, (SELECT id FROM ids WHERE ids.name = 'a1-new')) FROM (VALUES
+    ('current_tenant', 'SELECT convctx.current_tenant()'),
+    ('context_load', $$SELECT convctx.context_load('s1')$$),
+    ('context_save', $$SELECT convctx.context_save('s7', '{"activeNodeIds": ["n1", "n2"], "k": "v"}', 'user-7')$$),
+    ('context_add', $$SELECT convctx.context_add('s7', ARRAY['n1', 'n2'])$$),
+    ('context_merge', $$SELECT convctx.context_merge('{"activeNodeIds": ["a", "b"]}', ARRAY['a', 'c'], 2)$$),
+    ('context_aspect', $$SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "prefLabel": "Alpha"}]')$$),
+    ('start_turn', $$SELECT convctx.start_turn('s1', 'r1', 'ignored', meta => '{"channel": "web", "ip": "192.0.2.1"}')$$),
+    ('finalize_turn', $$SELECT convctx.finalize_turn('s1', %1$L, 'A: again answered')$$),
+    ('recent_turns', $$SELECT jsonb_agg(r) FROM convctx.recent_turns('s1') r$$),
+    ('recent_turns_json', $$SELECT convctx.recent_turns_json('s1')$$),
+    ('link_session', $$SELECT convctx.link_session('u1', 's1')$$),
+    ('conversation_state', $$SELECT convctx.conversation_state('s1')$$),
+    ('set_summary', $$SELECT convctx.set_summary('s1', 'A summary again', %1$L)$$),
+    ('turns_to_summarize', $$SELECT jsonb_agg(t) FROM convctx.turns_to_summarize('s4', 1) t$$),
+    ('render_conversation_state', $$SELECT convctx.render_conversation_state(convctx.conversation_state('s1'))$$),
+    ('record_retrieval', $$SELECT convctx.record_retrieval('s1', %1$L, '[{"id": "doc-1", "text": "A chunk again"}]', '[{"id": "doc-1"}]')$$),
+    ('context_history', $$SELECT convctx.context_history('s1', 5, '[{"id": "cur", "text": "current"}]')$$),
+    ('render_context_history', $$SELECT convctx.render_context_history(convctx.context_history('s1'))$$),
+    ('is_followup', $$SELECT convctx.is_followup('Tell me MORE about it, can you elaborate?', 's1')$$),
+    ('record_clarification', $$SELECT convctx.record_clarification('s1', %1$L, '[{"id": "q", "question": "which?"}]', '{}')$$),
+    ('clarification_context', $$SELECT convctx.clarification_context('s1', %1$L, '{"q": "that one"}')$$),
+    ('render_clarification', $$SELECT convctx.render_clarification(convctx.clarification_context('s1', %1$L))$$)
+) v(name, stmt);
+CREATE FUNCTION pg_temp.run_probes(path text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    p record;
+    r text;
+BEGIN
+    FOR p IN SELECT name, stmt FROM probe ORDER BY name LOOP
+        EXECUTE p.stmt INTO r;
+        INSERT INTO probe_result VALUES (p.name, path, r);
+    END LOOP;
+END $$;
+-- every call once with the ordinary search_path
+SET ROLE tenant_a_hostile;
+SELECT convctx.context_save('s7', '{"activeNodeIds": ["n1", "n2"], "k": "v"}', 'user-7');
+SELECT convctx.finalize_turn('s4', convctx.start_turn('s4', 'r' || i, 'A: s4 question ' || i), 'A: s4 answer ' || i)
+FROM generate_series(1, 2) i;
+SELECT pg_temp.run_probes('ordinary');
+RESET ROLE;
+-- the look-alikes: functions, an aggregate and operators that announce themselves
+SET ROLE tenant_a_hostile;
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.now() called'; RETURN '2000-01-01'; END $$;
+CREATE FUNCTION public.statement_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.statement_timestamp() called'; RETURN '2000-01-01'; END $$;
+CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.clock_timestamp() called'; RETURN '2000-01-01'; END $$;
+CREATE FUNCTION public.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.gen_random_uuid() called'; RETURN '00000000-0000-4000-8000-00000000dead'; END $$;
+CREATE FUNCTION public.lower(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.lower() called'; RETURN 'planted'; END $$;
+CREATE FUNCTION public.jsonb_typeof(jsonb) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.jsonb_typeof() called'; RETURN 'object'; END $$;
+CREATE FUNCTION public.make_interval(secs double precision) RETURNS interval LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.make_interval() called'; RETURN '0'; END $$;
+CREATE FUNCTION public.count_step(bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.count(*) called'; RETURN 1000; END $$;
+CREATE AGGREGATE public.count(*) (sfunc = public.count_step, stype = bigint, initcond = '0');
+CREATE FUNCTION public.text_eq_planted(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.= (text, text) called'; RETURN true; END $$;
+CREATE OPERATOR public.= (leftarg = text, rightarg = text, function = public.text_eq_planted);
+CREATE FUNCTION public.uuid_eq_planted(uuid, uuid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.= (uuid, uuid) called'; RETURN true; END $$;
+CREATE OPERATOR public.= (leftarg = uuid, rightarg = uuid, function = public.uuid_eq_planted);
+CREATE FUNCTION public.bigint_lt_planted(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.< (bigint, bigint) called'; RETURN true; END $$;
+CREATE OPERATOR public.< (leftarg = bigint, rightarg = bigint, function = public.bigint_lt_planted);
+CREATE FUNCTION public.jsonb_concat_planted(jsonb, jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted public.|| (jsonb, jsonb) called'; RETURN '{"planted": true}'; END $$;
+CREATE OPERATOR public.|| (leftarg = jsonb, rightarg = jsonb, function = public.jsonb_concat_planted);
+-- in pg_temp: functions named like builtins, and tables named like convctx's
+CREATE FUNCTION pg_temp.lower(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted pg_temp.lower() called'; RETURN 'planted'; END $$;
+CREATE FUNCTION pg_temp.jsonb_typeof(jsonb) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted pg_temp.jsonb_typeof() called'; RETURN 'object'; END $$;
+CREATE FUNCTION pg_temp.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN RAISE NOTICE 'planted pg_temp.gen_random_uuid() called'; RETURN '00000000-0000-4000-8000-00000000dead'; END $$;
+CREATE TABLE pg_temp.turn (tenant_id text, session_id text, turn_id uuid, turn_no bigint, request_id text,
+    question_neutral text, answer_neutral text, finalized_at timestamptz, deleted_at timestamptz,
+    replaced_by_turn_id uuid);
+CREATE TABLE pg_temp.session (tenant_id text, session_id text, identity_id text, last_turn_no bigint);
+CREATE TABLE pg_temp.followup_phrase (tenant_id text, kind text, phrase text, builtin boolean);
+CREATE TABLE public.turn (tenant_id text, session_id text, turn_id uuid, turn_no bigint, request_id text,
+    question_neutral text, answer_neutral text);
+CREATE TABLE public.conversation_context (tenant_id text, conversation_id text, context_json jsonb);
+INSERT INTO pg_temp.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral, answer_neutral, finalized_at)
+VALUES ('A', 's1', '00000000-0000-4000-8000-00000000dead', 9, 'r9', 'planted question', 'planted answer', '2000-01-01');
+INSERT INTO pg_temp.followup_phrase VALUES ('A', 'fresh_keyword', 'more', false);
+INSERT INTO public.conversation_context (tenant_id, conversation_id, context_json) VALUES ('A', 's1', '{"activeNodeIds": ["planted"]}');
+-- and a search_path that would find them first
+SET search_path = pg_temp, public, pg_catalog, convctx;
+-- (the look-alikes work: an unqualified call of the hostile role's own finds them)
+SELECT now() = '2000-01-01' AS planted_now;
+-- every call again
+SELECT pg_temp.run_probes('hostile');
+RESET search_path;
+RESET ROLE;
+-- the same results (shown with times and turn ids masked), and no planted object
+-- announced itself above
+SELECT o.name, o.result IS NOT DISTINCT FROM h.result AS same_result,
+       regexp_replace(regexp_replace(o.result,
+           '\d{4}-\d\d-\d\dT[0-9:.]+[+-]\d\d(:\d\d)?', '<time>', 'g'),
+           '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g') AS result
+FROM probe_result o JOIN probe_result h ON h.name = o.name AND h.path = 'hostile'
+WHERE o.path = 'ordinary' ORDER BY o.name;
+-- writes that cannot be repeated: a new turn and a correction, made under the hostile path
+SET ROLE tenant_a_hostile;
+SET search_path = pg_temp, public, pg_catalog, convctx;
+INSERT INTO ids SELECT 'h1', convctx.start_turn('s1', 'h1', 'hostile question', meta => '{"ip": "192.0.2.1"}');
+SELECT convctx.finalize_turn('s1', id, 'hostile answer') FROM ids WHERE name OPERATOR(pg_catalog.=) 'h1';
+INSERT INTO ids SELECT 'h1v2', convctx.replace_turn('s1', id, 'hostile answer, corrected') FROM ids WHERE name OPERATOR(pg_catalog.=) 'h1';
+RESET search_path;
+RESET ROLE;
+SELECT tenant_id, turn_no, request_id, record_version, question_neutral, answer_neutral,
+       turn_id <> '00000000-0000-4000-8000-00000000dead' AS real_turn_id,
+       created_at > '2001-01-01' AND finalized_at > '2001-01-01' AS real_timestamps,
+       metadata ->> 'ip_hash' = encode(sha256('192.0.2.1'::bytea), 'hex') AS real_ip_hash,
+       replaced_by_turn_id IS NOT NULL AS replaced
+FROM convctx.turn WHERE request_id = 'h1' ORDER BY record_version;
+SELECT tenant_id, conversation_id, context_json, user_id, updated_at > '2001-01-01' AS real_timestamp
+FROM convctx.conversation_context WHERE conversation_id = 's7';
+-- the admin functions, under the same search_path, with the look-alikes still in place
+-- (the retention settings still expire everything older than an hour: A's rows are new)
+SET ROLE tenant_a_admin;
+SET search_path = pg_temp, public, pg_catalog, convctx;
+SELECT convctx.redact_turn('s1', id) FROM ids WHERE name OPERATOR(pg_catalog.=) 'h1v2';
+SELECT convctx.redact_session('s4');
+SELECT convctx.erase_identity('u1');
+SELECT * FROM convctx.retention_settings();
+SELECT convctx.purge();
+CALL convctx.purge_all();
+RESET search_path;
+RESET ROLE;
+SELECT tenant_id, session_id, turn_no, request_id, record_version, question_neutral, answer_neutral,
+       deleted_at IS NOT NULL AS redacted
+FROM convctx.turn WHERE tenant_id = 'A' ORDER BY session_id, turn_no, record_version;
+SELECT tenant_id, action, details - 'turn_id' AS details FROM convctx.audit_log
+WHERE role_name = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
+ORDER BY audit_id DESC LIMIT 5;
+SELECT pg_temp.b_changed_rows();
+REVOKE CREATE ON SCHEMA public FROM tenant_a_hostile;
+DROP OWNED BY tenant_a_hostile;
+
+------------------------------------------------------------------------------
+-- 7. Cleanup: the roles are cluster-wide; leave the cluster as we found it
+------------------------------------------------------------------------------
+-- an unbound role purges every tenant: now B's expired rows go too
+SELECT convctx.purge();
+SELECT tenant_id, count(*) AS turns FROM convctx.turn GROUP BY 1 ORDER BY 1;
+RESET convctx.session_ttl;
+RESET convctx.turn_retention;
+RESET convctx.context_ttl;
+SELECT convctx.unbind_role_tenant(r) AS unbound
+FROM unnest(ARRAY['tenant_a_app', 'tenant_b_app', 'tenant_a_admin', 'tenant_b_admin', 'tenant_a_dml',
+                  'tenant_a_hostile']::regrole[]) r;
+SELECT count(*) AS bindings_left FROM convctx.role_tenant;
+DELETE FROM convctx.followup_phrase WHERE NOT builtin;
+DROP TABLE ids, b_snapshot, probe, probe_result;
+DROP OWNED BY tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile;
+DROP ROLE tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile;
+SELECT count(*) AS test_roles_left FROM pg_catalog.pg_roles
+WHERE rolname IN ('tenant_a_app', 'tenant_b_app', 'tenant_a_admin', 'tenant_b_admin', 'tenant_a_dml',
+                  'tenant_a_member', 'tenant_ab_member', 'tenant_free_app', 'tenant_a_hostile',
+                  'convctx_no_grants');
