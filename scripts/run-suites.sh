@@ -44,5 +44,5 @@ if [ "$status" -ne 0 ] && [ -d tmp_check/log ]; then
     for f in tmp_check/log/*; do echo "== $f"; tail -n 200 "$f"; done
 fi
 
-echo "convctx: $passed passed, $failed failed"
+echo "suites: $passed passed, $failed failed"
 exit $status

@@ -1,9 +1,36 @@
 #!/usr/bin/env bash
 # Command 2: install what is missing, build and install convctx, and run the
-# whole test suite (regression, isolation, TAP) against a throwaway cluster.
-# Exits non-zero on any failure and prints the diffs and logs that say why.
+# whole test suite (regression, isolation, TAP) against a throwaway cluster,
+# then the regression and isolation suites again with convctx built with
+# AddressSanitizer and UndefinedBehaviorSanitizer (scripts/asan.sh).
+# Exits non-zero on any failure and prints the diffs and logs that say why;
+# the last line is the total, "convctx: N passed, N failed".
 source "$(dirname "$0")/lib.sh"
 
 ensure_packages
 build_and_install
-in_throwaway_cluster "the test suite" bash scripts/run-suites.sh
+# From here on a failing part must not stop the next one.
+set +e
+
+# Tallies of a part from its own last line "<part>: N passed, N failed".
+tally() {
+    sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$1" | tail -n 1
+}
+
+log=$(mktemp /tmp/convctx-test.XXXXXX)
+status=0
+( in_throwaway_cluster "the test suite" bash scripts/run-suites.sh ) 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+read -r suites_passed suites_failed < <(tally "$log" || true)
+
+bash "$TOP/scripts/asan.sh" 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+read -r asan_passed asan_failed < <(tally "$log" || true)
+rm -f "$log"
+
+passed=$(( ${suites_passed:-0} + ${asan_passed:-0} ))
+failed=$(( ${suites_failed:-0} + ${asan_failed:-0} ))
+# A part that died before its summary still fails the run.
+[ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+echo "convctx: $passed passed, $failed failed"
+exit $status
