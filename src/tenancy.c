@@ -118,6 +118,26 @@ RoleTenantRelid(void)
 	return OidIsValid(nsp) ? get_relname_relid(ROLE_TENANT_TABLE, nsp) : InvalidOid;
 }
 
+/*
+ * The table is read by column number: make sure it has the columns this
+ * library expects (a catalog of another version would not), rather than
+ * reading a datum as the wrong type.
+ */
+static void
+RoleTenantCheckShape(TupleDesc desc)
+{
+	static const Oid expected[] = {REGROLEOID, TEXTOID, TEXTOID};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(expected); i++)
+		if (desc->natts <= i || TupleDescAttr(desc, i)->attisdropped ||
+			TupleDescAttr(desc, i)->atttypid != expected[i])
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("table convctx.role_tenant does not have the columns this version of convctx expects"),
+					errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+}
+
 typedef struct BindingRow
 {
 	Oid			role;
@@ -203,6 +223,7 @@ BindingLoad(Oid session_user, Oid outer_user)
 		return;					/* not cached: the table may appear */
 
 	rel = table_open(relid, AccessShareLock);
+	RoleTenantCheckShape(RelationGetDescr(rel));
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
@@ -276,6 +297,12 @@ CurrentTenant(void)
 {
 	const char *bound = BoundTenant();
 	const char *setting = convctx_tenant ? convctx_tenant : "";
+
+	if (strlen(setting) > CONVCTX_MAX_ID_BYTES)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("convctx.tenant is too long"),
+				errdetail("A tenant id has at most %d bytes.", CONVCTX_MAX_ID_BYTES));
 
 	if (bound == NULL)
 		return cstring_to_text(setting);
