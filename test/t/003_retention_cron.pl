@@ -66,8 +66,9 @@ for my $db ('postgres', 'app')
        "$db: expired sessions purged");
     is($node->safe_psql($db, q{SELECT string_agg(DISTINCT session_id, ',') || ' ' || count(*) FROM convctx.turn}),
        'fresh 4', "$db: the fresh session keeps its turns");
-    like($node->safe_psql($db, q{SELECT details FROM convctx.audit_log WHERE action = 'purge_all' ORDER BY audit_id LIMIT 1}),
-         qr/"anonymous_turns": 12/, "$db: the run is in the audit log with its counts");
+    # purge_all runs purge pass by pass; each pass is audited with its counts
+    is($node->safe_psql($db, q{SELECT sum((details->>'anonymous_turns')::int) FROM convctx.audit_log WHERE action = 'purge'}),
+         '12', "$db: the run is in the audit log with its counts");
 }
 
 is($node->safe_psql('app', 'SELECT convctx.unschedule_retention()'), 't', 'unschedule from another database');
