@@ -90,3 +90,21 @@ SELECT convctx.start_turn('conv-42', 'req-3', NULL);
 \set ON_ERROR_STOP 1
 SELECT conversation_id, context_json FROM convctx.conversation_context ORDER BY conversation_id;
 SELECT count(*) AS turns FROM convctx.turn WHERE session_id = 'conv-42';
+
+\echo
+\echo '== 14. A shared database: an app role bound to its tenant stays in it, whatever it tries'
+CREATE ROLE web_acme NOLOGIN IN ROLE convctx_app;
+SELECT convctx.bind_role_tenant('web_acme', 'acme');
+SET ROLE web_acme;
+SELECT convctx.current_tenant();
+SELECT convctx.finalize_turn('conv-42', convctx.start_turn('conv-42', 'req-1', 'Acme asks about VAT'), 'Acme''s answer');
+SELECT question_neutral, answer_neutral FROM convctx.recent_turns('conv-42');
+SET convctx.tenant = 'globex';
+\set ON_ERROR_STOP 0
+SELECT convctx.recent_turns_json('conv-42');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET convctx.tenant;
+SELECT count(*) FROM convctx.turn;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set ON_ERROR_STOP 1
+RESET ROLE;
