@@ -249,3 +249,12 @@ TO convctx_admin;
 GRANT EXECUTE ON PROCEDURE convctx.purge_all(integer) TO convctx_admin;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA convctx TO convctx_admin;
+
+-- audit_id comes from one sequence for every tenant: the gaps between one
+-- tenant's ids would count the other tenants' events. Administrators read
+-- every other column and order by logged_at.
+REVOKE SELECT ON convctx.audit_log FROM convctx_admin;
+GRANT SELECT (tenant_id, logged_at, role_name, action, session_id, identity_id, details)
+    ON convctx.audit_log TO convctx_admin;
+COMMENT ON COLUMN convctx.audit_log.audit_id IS
+    'key from one sequence shared by every tenant; not readable by convctx_admin, whose rows are ordered by logged_at';

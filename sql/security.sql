@@ -86,6 +86,13 @@ FROM pg_catalog.pg_class c
 LEFT JOIN LATERAL aclexplode(c.relacl) a ON a.grantee <> c.relowner
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v', 'S', 'm', 'f', 'p')
 ORDER BY 1, 3, 4;
+-- the audit log: administrators read every column but audit_id
+SELECT a.attname, x.grantee::regrole AS grantee, x.privilege_type
+FROM pg_attribute a, aclexplode(a.attacl) x
+WHERE a.attrelid = 'convctx.audit_log'::regclass AND a.attnum > 0
+ORDER BY a.attnum, 2, 3;
+SELECT attname FROM pg_attribute
+WHERE attrelid = 'convctx.audit_log'::regclass AND attnum > 0 AND attacl IS NULL;
 -- and through role membership, too: neither role may write anything directly
 SELECT r.rolname, c.relname, p.priv
 FROM pg_catalog.pg_roles r, pg_catalog.pg_class c,
@@ -330,7 +337,10 @@ SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_version
 FROM convctx.stats ORDER BY tenant;
 SELECT tenant_id, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
        action, session_id, identity_id, details
-FROM convctx.audit_log ORDER BY audit_id;
+FROM convctx.audit_log ORDER BY logged_at;
+-- audit_id, which counts every tenant's events, is not readable
+SELECT pg_temp.try($$SELECT audit_id FROM convctx.audit_log$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.audit_log$$);
 -- filtering for B finds nothing
 SELECT count(*) AS b_sessions FROM convctx.sessions WHERE tenant = 'B';
 SELECT count(*) AS b_audit_rows FROM convctx.audit_log WHERE tenant_id = 'B';
