@@ -2,39 +2,41 @@
 -- to the current version, and check that the data, the API and the
 -- catalog are what a fresh install gives.
 
--- What a fresh install of the current version looks like, to compare with
--- the upgraded one at the end.
-CREATE TEMP TABLE fresh_catalog AS
+-- What an install of the current version looks like (functions, privileges,
+-- settings, relations, columns, policies, comments, dump registrations),
+-- taken now from the fresh install and again after the upgrade.
+CREATE TEMP VIEW catalog_state AS
 SELECT 'function' AS kind,
        p.oid::regprocedure::text AS name,
        p.prosecdef::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '-') || ' '
            || p.provolatile::text || p.proparallel::text || ' ' || coalesce(p.proacl::text, 'default') || ' '
            || coalesce(obj_description(p.oid, 'pg_proc'), 'no comment') AS props
-FROM pg_proc p WHERE p.pronamespace = 'convctx'::regnamespace
+FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
 UNION ALL
 SELECT 'relation', c.relname,
        c.relkind::text || ' ' || c.relrowsecurity::text || ' ' || coalesce(c.relacl::text, 'default') || ' '
            || coalesce(array_to_string(c.reloptions, ','), '-') || ' '
            || coalesce(obj_description(c.oid, 'pg_class'), 'no comment')
-FROM pg_class c WHERE c.relnamespace = 'convctx'::regnamespace
+FROM pg_class c WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
 UNION ALL
 SELECT 'policy', pol.polrelid::regclass::text || '.' || pol.polname,
        pol.polcmd::text || ' ' || pg_get_expr(pol.polqual, pol.polrelid) || ' '
            || coalesce(pg_get_expr(pol.polwithcheck, pol.polrelid), '-')
 FROM pg_policy pol JOIN pg_class c ON c.oid = pol.polrelid
-WHERE c.relnamespace = 'convctx'::regnamespace
+WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
 UNION ALL
 SELECT 'column', c.relname || '.' || a.attname,
        format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' '
            || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE c.relnamespace = 'convctx'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx') AND a.attnum > 0 AND NOT a.attisdropped
 UNION ALL
 SELECT 'config_dump', c.relname, coalesce(x.cond, '')
 FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(oid, cond)
 JOIN pg_class c ON c.oid = x.oid
 WHERE e.extname = 'convctx';
+CREATE TEMP TABLE fresh_catalog AS SELECT * FROM catalog_state;
 
 -- every version this build can install, oldest first
 SELECT version FROM pg_available_extension_versions WHERE name = 'convctx' ORDER BY version;
@@ -114,37 +116,7 @@ SELECT convctx.unbind_role_tenant('upgrade_app_acme');
 DROP ROLE upgrade_app_acme;
 
 -- and the catalog is exactly that of a fresh install
-CREATE TEMP TABLE upgraded_catalog AS
-SELECT 'function' AS kind,
-       p.oid::regprocedure::text AS name,
-       p.prosecdef::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '-') || ' '
-           || p.provolatile::text || p.proparallel::text || ' ' || coalesce(p.proacl::text, 'default') || ' '
-           || coalesce(obj_description(p.oid, 'pg_proc'), 'no comment') AS props
-FROM pg_proc p WHERE p.pronamespace = 'convctx'::regnamespace
-UNION ALL
-SELECT 'relation', c.relname,
-       c.relkind::text || ' ' || c.relrowsecurity::text || ' ' || coalesce(c.relacl::text, 'default') || ' '
-           || coalesce(array_to_string(c.reloptions, ','), '-') || ' '
-           || coalesce(obj_description(c.oid, 'pg_class'), 'no comment')
-FROM pg_class c WHERE c.relnamespace = 'convctx'::regnamespace
-UNION ALL
-SELECT 'policy', pol.polrelid::regclass::text || '.' || pol.polname,
-       pol.polcmd::text || ' ' || pg_get_expr(pol.polqual, pol.polrelid) || ' '
-           || coalesce(pg_get_expr(pol.polwithcheck, pol.polrelid), '-')
-FROM pg_policy pol JOIN pg_class c ON c.oid = pol.polrelid
-WHERE c.relnamespace = 'convctx'::regnamespace
-UNION ALL
-SELECT 'column', c.relname || '.' || a.attname,
-       format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' '
-           || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE c.relnamespace = 'convctx'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
-UNION ALL
-SELECT 'config_dump', c.relname, coalesce(x.cond, '')
-FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(oid, cond)
-JOIN pg_class c ON c.oid = x.oid
-WHERE e.extname = 'convctx';
+CREATE TEMP TABLE upgraded_catalog AS SELECT * FROM catalog_state;
 
 SELECT count(*) AS catalog_entries FROM fresh_catalog;
 SELECT coalesce(f.kind, u.kind) AS kind, coalesce(f.name, u.name) AS name,
