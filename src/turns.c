@@ -96,15 +96,16 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
 	"       metadata, pipeline_name, consultant, repository)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)" \
+	" VALUES ($1, $2, $3, $12, $4, $13, $5, $6, $7, $8, $9, $10, $11)" \
 	" ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
 	" DO NOTHING"
 
 /*
  * start_turn without an identity argument: number the turn under the
- * session row's lock and insert it, in one statement. $3 turn_id,
- * $4 request_id, then the turn's columns. Returns the number taken, the
- * session's identity and whether the turn was inserted.
+ * session row's lock and insert it, in one statement. $1..$11 are the
+ * turn's columns as start_turn lays them out (INSERT_TURN_SQL takes
+ * the same, plus the number and the identity). Returns the number taken,
+ * the session's identity and whether the turn was inserted.
  */
 #define START_SQL \
 	"WITH s AS (" SESSION_TOUCH_SQL ")," \
@@ -355,6 +356,11 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	int64		turn_no;
 	text	   *session_identity;
 	bool		inserted;
+	Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID,
+								TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID,
+								INT8OID, TEXTOID};
+	Datum		values[13];
+	char		nulls[13];
 	Datum		d;
 	bool		isnull;
 
@@ -373,27 +379,24 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	SPI_connect();
 	turn_id = NewTurnId();
 
+	/* The turn's columns, $1..$11 of both START_SQL and INSERT_TURN_SQL. */
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = PointerGetDatum(request_id);
+	values[4] = BoolGetDatum(translate_chat);
+	values[5] = PointerGetDatum(question_neutral);
+	values[6] = PlanArg(question_translated, &nulls[6]);
+	values[7] = PlanArg(metadata, &nulls[7]);
+	values[8] = PlanArg(pipeline_name, &nulls[8]);
+	values[9] = PlanArg(consultant, &nulls[9]);
+	values[10] = PlanArg(repository, &nulls[10]);
+
 	if (identity_id == NULL)
 	{
-		Oid			argtypes[11] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID,
-									TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID};
-		Datum		values[11];
-		char		nulls[11];
-		SPIPlanPtr	plan = SpiKeptPlan(&start_plan, START_SQL, 11, argtypes);
-
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = PointerGetDatum(tenant);
-		values[1] = PointerGetDatum(session_id);
-		values[2] = UUIDPGetDatum(turn_id);
-		values[3] = PointerGetDatum(request_id);
-		values[4] = BoolGetDatum(translate_chat);
-		values[5] = PointerGetDatum(question_neutral);
-		values[6] = PlanArg(question_translated, &nulls[6]);
-		values[7] = PlanArg(metadata, &nulls[7]);
-		values[8] = PlanArg(pipeline_name, &nulls[8]);
-		values[9] = PlanArg(consultant, &nulls[9]);
-		values[10] = PlanArg(repository, &nulls[10]);
-		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_SELECT);
+		SpiRunPlan(SpiKeptPlan(&start_plan, START_SQL, 11, argtypes), values, nulls,
+				   false, 0, SPI_OK_SELECT);
 		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 1, &isnull));
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
@@ -419,9 +422,8 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		}
 
 		{
-			Oid			argtypes[2] = {TEXTOID, TEXTOID};
-			Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-			SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes);
+			Oid			touch_types[2] = {TEXTOID, TEXTOID};
+			SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, touch_types);
 
 			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
 			turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -431,33 +433,13 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		}
 
 		SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
+
+		values[11] = Int64GetDatum(turn_no);
+		values[12] = PointerGetDatum(identity_id);
+		SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes), values, nulls,
+				   false, 0, SPI_OK_INSERT);
+		inserted = SPI_processed > 0;
 		session_identity = identity_id;
-
-		{
-			Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID,
-										TEXTOID, BOOLOID, TEXTOID, TEXTOID,
-										JSONBOID, TEXTOID, TEXTOID, TEXTOID};
-			Datum		values[13];
-			char		nulls[13];
-			SPIPlanPtr	plan = SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes);
-
-			memset(nulls, ' ', sizeof(nulls));
-			values[0] = PointerGetDatum(tenant);
-			values[1] = PointerGetDatum(session_id);
-			values[2] = UUIDPGetDatum(turn_id);
-			values[3] = Int64GetDatum(turn_no);
-			values[4] = PointerGetDatum(request_id);
-			values[5] = PlanArg(session_identity, &nulls[5]);
-			values[6] = BoolGetDatum(translate_chat);
-			values[7] = PointerGetDatum(question_neutral);
-			values[8] = PlanArg(question_translated, &nulls[8]);
-			values[9] = PlanArg(metadata, &nulls[9]);
-			values[10] = PlanArg(pipeline_name, &nulls[10]);
-			values[11] = PlanArg(consultant, &nulls[11]);
-			values[12] = PlanArg(repository, &nulls[12]);
-			SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
-			inserted = SPI_processed > 0;
-		}
 	}
 
 	if (!inserted)
