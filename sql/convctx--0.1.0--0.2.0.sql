@@ -1,4 +1,4 @@
-/* convctx--0.1.0--0.2.0.sql: roles, tenant binding, row-level security */
+/* convctx--0.1.0--0.2.0.sql: roles, tenant binding, row-level security, turn storage */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION convctx UPDATE TO '0.2.0'" to load this file. \quit
@@ -258,3 +258,15 @@ GRANT SELECT (tenant_id, logged_at, role_name, action, session_id, identity_id, 
     ON convctx.audit_log TO convctx_admin;
 COMMENT ON COLUMN convctx.audit_log.audit_id IS
     'key from one sequence shared by every tenant; not readable by convctx_admin, whose rows are ordered by logged_at';
+
+------------------------------------------------------------------------------
+-- Turn storage
+--
+-- A turn is written twice: its question at start_turn, then its answer,
+-- usually larger, at finalize_turn. New turns fill a page only to 70%, so
+-- that the answer usually fits on the page of its question: the update is
+-- then HOT and adds no entry to the turn's four indexes. Applies to pages
+-- filled from now on.
+------------------------------------------------------------------------------
+
+ALTER TABLE convctx.turn SET (fillfactor = 70);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * turns.c
- *	  Turn history: start_turn, finalize_turn, recent_turns(_json) and
- *	  replace_turn.
+ *	  Turn history writes: start_turn, finalize_turn and replace_turn
+ *	  (the reads are in recent_turns.c).
  *
  * Concurrency rules:
  *	- Every function that changes a session's turns locks the session row
@@ -10,23 +10,27 @@
  *	  also carries the session's live turn and answer counts, which they
  *	  keep exact (conversation_state reads them instead of counting).
  *	- A new turn is numbered under the lock of its session row: start_turn
- *	  upserts convctx.session, which increments last_turn_no and locks the
- *	  row until commit, so appends to one session are serialized and turn_no
+ *	  increments last_turn_no in its convctx.session row (creating the row
+ *	  for a new session), which locks the row until commit, so appends to one session are serialized and turn_no
  *	  is exact chronology with no gaps.
- *	- Idempotency rests on the unique index turn_request_current: a new
- *	  turn is inserted with ON CONFLICT DO NOTHING right after its session
- *	  row is locked (in one statement when no identity is linked), so a
- *	  duplicate, whether committed long ago or by a racer it waited for,
- *	  inserts nothing; it then gives back the turn number it took and
- *	  returns the existing turn's id. No duplicate ever raises, and the
- *	  common case, a new request, costs one statement.
+ *	- Idempotency rests on the session row lock and the unique index
+ *	  turn_request_current. The common case, a turn of an existing session
+ *	  without an identity argument, is one statement: it locks the session
+ *	  row and inserts with ON CONFLICT DO NOTHING, which sees the turn of a
+ *	  racer it waited for. Every other path (new session, identity given)
+ *	  locks the session row first and then inserts in a statement of its
+ *	  own, whose fresh snapshot sees every turn committed before the lock.
+ *	  Either way a duplicate inserts nothing, gives back the number it took
+ *	  and returns the existing turn's id; no duplicate ever raises.
  *	- The anonymous cap deletes turn_no <= new turn_no - cap: a range on the
  *	  chronology index, one turn per append, never a count or walk of the
  *	  session.
- *	- finalize_turn and replace_turn are single UPDATEs guarded by the
- *	  turn's state (not finalized / not replaced / not redacted), so a racing
- *	  repeat waits for the row lock, re-checks against the committed row, and
- *	  then either does nothing (same answer) or is refused.
+ *	- finalize_turn counts the answer in the session row (locking it),
+ *	  then updates the turn with a guard on its state (not finalized / not
+ *	  replaced / not redacted); replace_turn is one statement guarded the
+ *	  same way. A racing repeat waits for the row lock, re-checks against
+ *	  the committed row, and then either does nothing (same answer, count
+ *	  given back) or is refused.
  *	- replace_turn also takes the session row's lock first, as redaction
  *	  does: a redaction then never misses a version a concurrent replace is
  *	  still inserting.
@@ -42,23 +46,22 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
-#include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
 #include "convctx.h"
 
 static SPIPlanPtr find_request_plan = NULL;
-static SPIPlanPtr session_touch_plan = NULL;
+static SPIPlanPtr session_next_turn_plan = NULL;
+static SPIPlanPtr session_create_plan = NULL;
 static SPIPlanPtr session_untouch_plan = NULL;
 static SPIPlanPtr insert_turn_plan = NULL;
-static SPIPlanPtr start_plan = NULL;
+static SPIPlanPtr append_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
+static SPIPlanPtr summary_count_answer_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
-static SPIPlanPtr recent_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
 static SPIPlanPtr session_lock_plan = NULL;
 static SPIPlanPtr count_answer_plan = NULL;
@@ -73,7 +76,16 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
 
-#define SESSION_TOUCH_SQL \
+/* Number the next turn of an existing session, locking its row. */
+#define SESSION_NEXT_TURN_SQL \
+	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
+	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," \
+	"       last_activity_at = pg_catalog.statement_timestamp()" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" RETURNING last_turn_no, identity_id"
+
+/* The same for a session that may not exist yet (two may race to create it). */
+#define SESSION_CREATE_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id, last_turn_no, live_turns)" \
 	" VALUES ($1, $2, 1, 1)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
@@ -92,23 +104,32 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"UPDATE convctx.session SET live_answers = live_answers OPERATOR(pg_catalog.+) $3" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
+/*
+ * Insert a new turn unless its request has one. Run with the session row
+ * locked, in a statement of its own: its snapshot is taken after the lock,
+ * so it sees every turn of the session committed before, and no other can
+ * be added meanwhile. $1..$11 are the turn's columns, $12 its number, $13
+ * its identity.
+ */
 #define INSERT_TURN_SQL \
 	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
 	"       metadata, pipeline_name, consultant, repository)" \
-	" VALUES ($1, $2, $3, $12, $4, $13, $5, $6, $7, $8, $9, $10, $11)" \
-	" ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
-	" DO NOTHING"
+	" SELECT $1, $2, $3, $12, $4, $13, $5, $6, $7, $8, $9, $10, $11" \
+	"  WHERE NOT EXISTS (SELECT 1 FROM convctx.turn" \
+	"          WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"            AND request_id OPERATOR(pg_catalog.=) $4 AND replaced_by_turn_id IS NULL)"
 
 /*
- * start_turn without an identity argument: number the turn under the
- * session row's lock and insert it, in one statement. $1..$11 are the
- * turn's columns as start_turn lays them out (INSERT_TURN_SQL takes
- * the same, plus the number and the identity). Returns the number taken,
- * the session's identity and whether the turn was inserted.
+ * A new turn of an existing session without an identity argument, in one
+ * statement: s numbers it and locks the session row; t inserts it unless
+ * its request has a turn. t's snapshot may predate the lock, so ON
+ * CONFLICT, which sees the turns of transactions it waited for, is what
+ * catches a duplicate. No row when the session does not exist; else the
+ * number taken, the session's identity and whether the turn was inserted.
  */
-#define START_SQL \
-	"WITH s AS (" SESSION_TOUCH_SQL ")," \
+#define APPEND_SQL \
+	"WITH s AS (" SESSION_NEXT_TURN_SQL ")," \
 	" t AS (INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
 	"       metadata, pipeline_name, consultant, repository)" \
@@ -133,21 +154,12 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
 /*
- * One statement, the session row locked first like everywhere: s counts
- * the answer (and locks the session) when the turn is still open; f, which
- * reads s, only then updates the turn; ss adds the answer to a summary
- * that covers the turn. Returns whether s counted and whether f finalized.
+ * Store the answer of an open turn; run after the session row is locked
+ * (its answer counted), so the summary lookup sees a summary that a
+ * concurrent set_summary committed meanwhile.
  */
 #define FINALIZE_SQL \
-	"WITH s AS (UPDATE convctx.session" \
-	"   SET live_answers = live_answers OPERATOR(pg_catalog.+) 1" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"     AND EXISTS (SELECT 1 FROM convctx.turn" \
-	"          WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"            AND turn_id OPERATOR(pg_catalog.=) $3 AND finalized_at IS NULL" \
-	"            AND deleted_at IS NULL AND replaced_by_turn_id IS NULL)" \
-	"   RETURNING 1)," \
-	" f AS (UPDATE convctx.turn SET" \
+	"UPDATE convctx.turn SET" \
 	"  answer_neutral = $4," \
 	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
 	"                           THEN $4 ELSE $5 END," \
@@ -159,13 +171,13 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"   AND EXISTS (SELECT 1 FROM s)" \
-	" RETURNING turn_no)," \
-	" ss AS (UPDATE convctx.session_summary" \
-	"   SET covered_messages = covered_messages OPERATOR(pg_catalog.+) 1" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"     AND through_turn_no OPERATOR(pg_catalog.>=) (SELECT turn_no FROM f))" \
-	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f)"
+	" RETURNING turn_no, (SELECT through_turn_no FROM convctx.session_summary" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2)"
+
+/* A summary that covers a turn finalized after it was written covers its answer too. */
+#define SUMMARY_COUNT_ANSWER_SQL \
+	"UPDATE convctx.session_summary SET covered_messages = covered_messages OPERATOR(pg_catalog.+) 1" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
 #define TURN_STATE_SQL \
 	"SELECT finalized_at IS NOT NULL, deleted_at IS NOT NULL, replaced_by_turn_id," \
@@ -173,16 +185,6 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"  FROM convctx.turn" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
-
-#define RECENT_SQL \
-	"SELECT turn_id, request_id, created_at, finalized_at, question_neutral, answer_neutral," \
-	"       question_translated, answer_translated, metadata" \
-	"  FROM (SELECT * FROM convctx.turn" \
-	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
-	"           AND replaced_by_turn_id IS NULL" \
-	"         ORDER BY turn_no DESC LIMIT $3) recent" \
-	" ORDER BY turn_no"
 
 #define REPLACE_SQL \
 	"WITH old AS (" \
@@ -327,6 +329,30 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id)
 	return (pg_uuid_t *) DatumGetPointer(SPI_datumTransfer(d, false, UUID_LEN));
 }
 
+/*
+ * Number the next turn of a session, creating the session when it is new;
+ * the session row stays locked until the end of the transaction. Returns
+ * the number and sets *identity to the session's identity (or NULL).
+ */
+static int64
+SessionNextTurn(text *tenant, text *session_id, text **identity)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	bool		isnull;
+	Datum		d;
+
+	SpiRunPlan(SpiKeptPlan(&session_next_turn_plan, SESSION_NEXT_TURN_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 0)
+		SpiRunPlan(SpiKeptPlan(&session_create_plan, SESSION_CREATE_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*identity = isnull ? NULL : DatumGetTextPP(d);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 PG_FUNCTION_INFO_V1(convctx_start_turn);
 
 /*
@@ -355,13 +381,13 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	pg_uuid_t  *turn_id;
 	int64		turn_no;
 	text	   *session_identity;
-	bool		inserted;
 	Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID,
 								TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID,
 								INT8OID, TEXTOID};
 	Datum		values[13];
 	char		nulls[13];
-	Datum		d;
+	bool		appended = false;
+	bool		inserted;
 	bool		isnull;
 
 	if (question_neutral == NULL || VARSIZE_ANY_EXHDR(question_neutral) == 0)
@@ -379,7 +405,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	SPI_connect();
 	turn_id = NewTurnId();
 
-	/* The turn's columns, $1..$11 of both START_SQL and INSERT_TURN_SQL. */
+	/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
@@ -395,22 +421,27 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 
 	if (identity_id == NULL)
 	{
-		SpiRunPlan(SpiKeptPlan(&start_plan, START_SQL, 11, argtypes), values, nulls,
+		/* The common case, a turn of an existing session: one statement. */
+		SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 11, argtypes), values, nulls,
 				   false, 0, SPI_OK_SELECT);
-		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		session_identity = isnull ? NULL : DatumGetTextPP(d);
-		inserted = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 3, &isnull));
+		if (SPI_processed > 0)
+		{
+			HeapTuple	row = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			Datum		d;
+
+			turn_no = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+			d = SPI_getbinval(row, desc, 2, &isnull);
+			session_identity = isnull ? NULL : DatumGetTextPP(d);
+			inserted = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+			appended = true;
+		}
 	}
 	else
 	{
 		/*
 		 * A repeat must return its turn even when the identity it names
-		 * would be refused now, so it is looked for first. Otherwise
-		 * linking comes between numbering and inserting: the link rule may
-		 * refuse the call before any turn is written.
+		 * would be refused now, so it is looked for first.
 		 */
 		pg_uuid_t  *existing = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
 										   PointerGetDatum(request_id));
@@ -420,26 +451,24 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 			SPI_finish();
 			PG_RETURN_UUID_P(existing);
 		}
+	}
 
+	if (!appended)
+	{
+		turn_no = SessionNextTurn(tenant, session_id, &session_identity);
+
+		/* Linking comes before the insert: the link rule may refuse the call. */
+		if (identity_id != NULL)
 		{
-			Oid			touch_types[2] = {TEXTOID, TEXTOID};
-			SPIPlanPtr	plan = SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, touch_types);
-
-			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
-			turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1, &isnull));
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-			session_identity = isnull ? NULL : DatumGetTextPP(d);
+			SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
+			session_identity = identity_id;
 		}
 
-		SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
-
 		values[11] = Int64GetDatum(turn_no);
-		values[12] = PointerGetDatum(identity_id);
+		values[12] = PlanArg(session_identity, &nulls[12]);
 		SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes), values, nulls,
 				   false, 0, SPI_OK_INSERT);
 		inserted = SPI_processed > 0;
-		session_identity = identity_id;
 	}
 
 	if (!inserted)
@@ -558,7 +587,7 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 	SPIPlanPtr	plan;
-	bool		counted;
+	bool		finalized = false;
 	bool		isnull;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -572,127 +601,40 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
-	plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_SELECT);
-	counted = SpiFirstInt8() > 0;
-	if (DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)) == 0)
+
+	/*
+	 * The session row first, as everywhere: counting the answer locks it.
+	 * Then the turn, in a statement whose snapshot follows the lock.
+	 */
+	if (CountAnswer(tenant, session_id, 1))
 	{
-		/* A racing finalize got there first: give the count back, then explain. */
-		if (counted)
+		plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
+		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
+		finalized = SPI_processed > 0;
+		if (!finalized)
 			(void) CountAnswer(tenant, session_id, -1);
-		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
+		else
+		{
+			int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 1, &isnull));
+			Datum		through = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+
+			if (!isnull && turn_no <= DatumGetInt64(through))
+			{
+				Oid			summary_types[2] = {TEXTOID, TEXTOID};
+
+				plan = SpiKeptPlan(&summary_count_answer_plan, SUMMARY_COUNT_ANSWER_SQL, 2,
+								   summary_types);
+				SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
+			}
+		}
 	}
+	/* Not open, not in the session, or a repeat: explain, or accept the repeat. */
+	if (!finalized)
+		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
 	SPI_finish();
 
 	PG_RETURN_VOID();
-}
-
-/* Run the recent-turns query for (session, limit); rows are in SPI_tuptable. */
-static void
-RecentTurnsQuery(FunctionCallInfo fcinfo)
-{
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-	Datum		values[3];
-	SPIPlanPtr	plan;
-
-	values[0] = PointerGetDatum(CurrentTenant());
-	values[1] = PointerGetDatum(session_id);
-	values[2] = Int64GetDatum(limit);
-
-	SPI_connect();
-	plan = SpiKeptPlan(&recent_plan, RECENT_SQL, 3, argtypes);
-	SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
-}
-
-PG_FUNCTION_INFO_V1(convctx_recent_turns);
-
-/*
- * recent_turns(session_id, turn_limit) -> setof (turn_id, request_id, ...)
- */
-Datum
-convctx_recent_turns(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	uint64		i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	RecentTurnsQuery(fcinfo);
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[9];
-		bool		nulls[9];
-
-		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	SPI_finish();
-
-	return (Datum) 0;
-}
-
-PG_FUNCTION_INFO_V1(convctx_recent_turns_json);
-
-/*
- * recent_turns_json(session_id, turn_limit) -> jsonb array of
- * {"question_neutral", "answer_neutral"}, oldest first.
- */
-Datum
-convctx_recent_turns_json(PG_FUNCTION_ARGS)
-{
-	JsonbParseState *state = NULL;
-	JsonbValue *result;
-	MemoryContext caller = CurrentMemoryContext;
-	MemoryContext spi;
-	Jsonb	   *out;
-	uint64		i;
-
-	RecentTurnsQuery(fcinfo);
-	spi = MemoryContextSwitchTo(caller);
-
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = 0; i < SPI_processed; i++)
-	{
-		static const char *const keys[2] = {"question_neutral", "answer_neutral"};
-		static const int columns[2] = {5, 6};
-		int			k;
-
-		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-		for (k = 0; k < 2; k++)
-		{
-			JsonbValue	key;
-			JsonbValue	val;
-			bool		isnull;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-										  columns[k], &isnull);
-
-			key.type = jbvString;
-			key.val.string.val = (char *) keys[k];
-			key.val.string.len = strlen(keys[k]);
-			pushJsonbValue(&state, WJB_KEY, &key);
-			if (isnull)
-				val.type = jbvNull;
-			else
-			{
-				text	   *t = DatumGetTextPP(d);
-
-				val.type = jbvString;
-				val.val.string.val = VARDATA_ANY(t);
-				val.val.string.len = VARSIZE_ANY_EXHDR(t);
-			}
-			pushJsonbValue(&state, WJB_VALUE, &val);
-		}
-		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-	}
-	result = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	out = JsonbValueToJsonb(result);
-
-	MemoryContextSwitchTo(spi);
-	SPI_finish();
-
-	PG_RETURN_JSONB_P(out);
 }
 
 PG_FUNCTION_INFO_V1(convctx_replace_turn);

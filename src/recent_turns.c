@@ -1,0 +1,444 @@
+/*-------------------------------------------------------------------------
+ *
+ * recent_turns.c
+ *	  The prompt-history read: recent_turns and recent_turns_json.
+ *
+ * This is the read a chat backend makes on every request, so it does not
+ * go through SPI and the executor: it walks the chronology index
+ * (tenant_id, session_id, turn_no) backwards from the newest turn, keeps
+ * the finalized, live, current versions until it has turn_limit of them,
+ * and returns them oldest first. Its cost follows turn_limit plus the
+ * turns it skips at the end of the session (open, redacted or replaced
+ * ones), never the session's or the table's size.
+ *
+ * The direct read is what the SQL query would return only when neither
+ * privileges nor row-level security change anything for the caller, which
+ * holds for the extension's SECURITY DEFINER functions (they run as the
+ * tables' owner). For any other caller, the same query runs through SPI,
+ * so permissions and policies apply exactly as in SQL.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/recent_turns.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+
+#include "convctx.h"
+
+/*
+ * The columns read, in the order recent_turns returns them; the last
+ * three only decide whether a turn is returned.
+ */
+typedef enum RecentColumn
+{
+	RC_TURN_ID,
+	RC_REQUEST_ID,
+	RC_CREATED_AT,
+	RC_FINALIZED_AT,
+	RC_QUESTION_NEUTRAL,
+	RC_ANSWER_NEUTRAL,
+	RC_QUESTION_TRANSLATED,
+	RC_ANSWER_TRANSLATED,
+	RC_METADATA,
+	RC_DELETED_AT,
+	RC_REPLACED_BY,
+	RC_TENANT_ID,
+	RC_SESSION_ID,
+	RC_TURN_NO,
+	RC_COUNT
+} RecentColumn;
+
+#define RC_OUTPUT_COLUMNS (RC_METADATA + 1)
+
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			recent_columns[RC_COUNT] =
+{
+	[RC_TURN_ID] = {"turn_id", UUIDOID},
+	[RC_REQUEST_ID] = {"request_id", TEXTOID},
+	[RC_CREATED_AT] = {"created_at", TIMESTAMPTZOID},
+	[RC_FINALIZED_AT] = {"finalized_at", TIMESTAMPTZOID},
+	[RC_QUESTION_NEUTRAL] = {"question_neutral", TEXTOID},
+	[RC_ANSWER_NEUTRAL] = {"answer_neutral", TEXTOID},
+	[RC_QUESTION_TRANSLATED] = {"question_translated", TEXTOID},
+	[RC_ANSWER_TRANSLATED] = {"answer_translated", TEXTOID},
+	[RC_METADATA] = {"metadata", JSONBOID},
+	[RC_DELETED_AT] = {"deleted_at", TIMESTAMPTZOID},
+	[RC_REPLACED_BY] = {"replaced_by_turn_id", UUIDOID},
+	[RC_TENANT_ID] = {"tenant_id", TEXTOID},
+	[RC_SESSION_ID] = {"session_id", TEXTOID},
+	[RC_TURN_NO] = {"turn_no", INT8OID},
+};
+
+/*
+ * convctx.turn and its chronology index as this backend last found them;
+ * a relcache invalidation of either (ALTER, DROP, a new extension) makes
+ * the next call look them up and check them again.
+ */
+static struct
+{
+	bool		valid;
+	Oid			relid;
+	Oid			indexid;
+	AttrNumber	attnum[RC_COUNT];
+}			turn_rels;
+
+static bool turn_rels_callback_registered = false;
+
+static SPIPlanPtr recent_plan = NULL;
+
+#define RECENT_SQL \
+	"SELECT turn_id, request_id, created_at, finalized_at, question_neutral, answer_neutral," \
+	"       question_translated, answer_translated, metadata" \
+	"  FROM (SELECT * FROM convctx.turn" \
+	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
+	"           AND replaced_by_turn_id IS NULL" \
+	"         ORDER BY turn_no DESC LIMIT $3) recent" \
+	" ORDER BY turn_no"
+
+/* The recent turns of a session, newest first. */
+typedef struct RecentTurns
+{
+	int			count;
+	Datum	   *values;			/* count x RC_OUTPUT_COLUMNS */
+	bool	   *nulls;
+} RecentTurns;
+
+static void
+TurnRelsInvalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == turn_rels.relid || relid == turn_rels.indexid)
+		turn_rels.valid = false;
+}
+
+static void
+ReportWrongShape(void)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errmsg("table convctx.turn does not have the columns and index this version of convctx expects"),
+			errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+}
+
+/*
+ * Find convctx.turn and turn_chronology, and check that they are what the
+ * scan below assumes: a catalog left by another version must give an
+ * error, not a misread row.
+ */
+static void
+TurnRelsLookup(void)
+{
+	Oid			nsp = get_namespace_oid("convctx", false);
+	Relation	rel;
+	Relation	index;
+	TupleDesc	desc;
+	int			c;
+	int			i;
+
+	if (!turn_rels_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(TurnRelsInvalidate, (Datum) 0);
+		turn_rels_callback_registered = true;
+	}
+
+	turn_rels.valid = false;
+	turn_rels.relid = get_relname_relid("turn", nsp);
+	turn_rels.indexid = get_relname_relid("turn_chronology", nsp);
+	if (!OidIsValid(turn_rels.relid) || !OidIsValid(turn_rels.indexid))
+		ReportWrongShape();
+
+	rel = table_open(turn_rels.relid, AccessShareLock);
+	index = index_open(turn_rels.indexid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+
+	for (c = 0; c < RC_COUNT; c++)
+	{
+		turn_rels.attnum[c] = InvalidAttrNumber;
+		for (i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), recent_columns[c].name) == 0)
+			{
+				if (att->atttypid != recent_columns[c].type)
+					ReportWrongShape();
+				turn_rels.attnum[c] = att->attnum;
+				break;
+			}
+		}
+		if (turn_rels.attnum[c] == InvalidAttrNumber)
+			ReportWrongShape();
+	}
+
+	/* A btree on exactly (tenant_id, session_id, turn_no) of this table. */
+	if (index->rd_index->indrelid != turn_rels.relid ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		IndexRelationGetNumberOfKeyAttributes(index) != 3 ||
+		index->rd_index->indkey.values[0] != turn_rels.attnum[RC_TENANT_ID] ||
+		index->rd_index->indkey.values[1] != turn_rels.attnum[RC_SESSION_ID] ||
+		index->rd_index->indkey.values[2] != turn_rels.attnum[RC_TURN_NO] ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		ReportWrongShape();
+
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	turn_rels.valid = true;
+}
+
+/* Slot for row i of rt (newest first). */
+static inline Datum *
+RowValues(RecentTurns *rt, int i)
+{
+	return rt->values + i * RC_OUTPUT_COLUMNS;
+}
+
+static inline bool *
+RowNulls(RecentTurns *rt, int i)
+{
+	return rt->nulls + i * RC_OUTPUT_COLUMNS;
+}
+
+static void
+RecentTurnsGrow(RecentTurns *rt, int *capacity, int32 limit)
+{
+	if (rt->count < *capacity)
+		return;
+	*capacity = (*capacity == 0) ? Min(limit, 16) : Min((int64) limit, (int64) *capacity * 2);
+	if (rt->values == NULL)
+	{
+		rt->values = palloc(sizeof(Datum) * RC_OUTPUT_COLUMNS * *capacity);
+		rt->nulls = palloc(sizeof(bool) * RC_OUTPUT_COLUMNS * *capacity);
+	}
+	else
+	{
+		rt->values = repalloc(rt->values, sizeof(Datum) * RC_OUTPUT_COLUMNS * *capacity);
+		rt->nulls = repalloc(rt->nulls, sizeof(bool) * RC_OUTPUT_COLUMNS * *capacity);
+	}
+}
+
+/*
+ * Read the chronology index backwards. The rows are copied into the
+ * caller's memory context, so they outlive the scan.
+ */
+static void
+RecentTurnsByIndex(Relation rel, Relation index, text *tenant, text *session_id,
+				   int32 limit, RecentTurns *rt)
+{
+	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+	ScanKeyData keys[2];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			capacity = 0;
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
+
+	scan = index_beginscan(rel, index, snapshot, 2, 0);
+	index_rescan(scan, keys, 2, NULL, 0);
+	slot = table_slot_create(rel, NULL);
+
+	while (rt->count < limit && index_getnext_slot(scan, BackwardScanDirection, slot))
+	{
+		int			c;
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		if (slot->tts_isnull[turn_rels.attnum[RC_FINALIZED_AT] - 1] ||
+			!slot->tts_isnull[turn_rels.attnum[RC_DELETED_AT] - 1] ||
+			!slot->tts_isnull[turn_rels.attnum[RC_REPLACED_BY] - 1])
+			continue;
+
+		/* Copies: the slot's values are only valid until it moves on. */
+		RecentTurnsGrow(rt, &capacity, limit);
+		for (c = 0; c < RC_OUTPUT_COLUMNS; c++)
+		{
+			int			a = turn_rels.attnum[c] - 1;
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+
+			RowNulls(rt, rt->count)[c] = slot->tts_isnull[a];
+			RowValues(rt, rt->count)[c] = slot->tts_isnull[a] ? (Datum) 0 :
+				datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+		}
+		rt->count++;
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+}
+
+/* The same rows through the SQL query, under the caller's privileges. */
+static void
+RecentTurnsBySql(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(limit)};
+	int			capacity = 0;
+	uint64		i;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&recent_plan, RECENT_SQL, 3, argtypes), values, NULL,
+			   true, 0, SPI_OK_SELECT);
+	for (i = SPI_processed; i > 0; i--)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		HeapTuple	tuple = heap_copytuple(SPI_tuptable->vals[i - 1]);
+
+		RecentTurnsGrow(rt, &capacity, limit);
+		heap_deform_tuple(tuple, SPI_tuptable->tupdesc,
+						  RowValues(rt, rt->count), RowNulls(rt, rt->count));
+		rt->count++;
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+}
+
+/*
+ * The last `limit` finalized, live, current-version turns of a session of
+ * the current tenant, newest first.
+ */
+static void
+RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
+{
+	text	   *tenant = CurrentTenant();
+	Relation	rel;
+	Relation	index;
+
+	rt->count = 0;
+	rt->values = NULL;
+	rt->nulls = NULL;
+
+	/* Open by the cached OIDs; a lock may bring an invalidation: redo. */
+	for (;;)
+	{
+		if (!turn_rels.valid)
+			TurnRelsLookup();
+		rel = try_table_open(turn_rels.relid, AccessShareLock);
+		if (rel == NULL)
+		{
+			turn_rels.valid = false;
+			continue;
+		}
+		index = index_open(turn_rels.indexid, AccessShareLock);
+		if (turn_rels.valid)
+			break;
+		index_close(index, NoLock);
+		table_close(rel, NoLock);
+	}
+
+	if (pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED)
+		RecentTurnsByIndex(rel, index, tenant, session_id, limit, rt);
+	else
+		RecentTurnsBySql(tenant, session_id, limit, rt);
+
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+}
+
+PG_FUNCTION_INFO_V1(convctx_recent_turns);
+
+/*
+ * recent_turns(session_id, turn_limit) -> setof (turn_id, request_id, ...)
+ */
+Datum
+convctx_recent_turns(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RecentTurns rt;
+	int			i;
+
+	/* The row type the caller expects, when it says so: no catalog lookup. */
+	InitMaterializedSRF(fcinfo, (rsinfo && IsA(rsinfo, ReturnSetInfo) && rsinfo->expectedDesc)
+						? MAT_SRF_USE_EXPECTED_DESC : 0);
+	if (rsinfo->setDesc->natts != RC_OUTPUT_COLUMNS)
+		elog(ERROR, "recent_turns is declared with %d result columns, expected %d",
+			 rsinfo->setDesc->natts, RC_OUTPUT_COLUMNS);
+
+	RecentTurnsRead(session_id, limit, &rt);
+	for (i = rt.count - 1; i >= 0; i--)
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, RowValues(&rt, i), RowNulls(&rt, i));
+
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_recent_turns_json);
+
+/*
+ * recent_turns_json(session_id, turn_limit) -> jsonb array of
+ * {"question_neutral", "answer_neutral"}, oldest first.
+ */
+Datum
+convctx_recent_turns_json(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
+	JsonbParseState *state = NULL;
+	RecentTurns rt;
+	int			i;
+
+	RecentTurnsRead(session_id, limit, &rt);
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (i = rt.count - 1; i >= 0; i--)
+	{
+		static const char *const keys[2] = {"question_neutral", "answer_neutral"};
+		static const RecentColumn columns[2] = {RC_QUESTION_NEUTRAL, RC_ANSWER_NEUTRAL};
+		int			k;
+
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		for (k = 0; k < 2; k++)
+		{
+			JsonbPushKey(&state, keys[k]);
+			if (RowNulls(&rt, i)[columns[k]])
+				JsonbPushNull(&state, WJB_VALUE);
+			else
+			{
+				text	   *t = DatumGetTextPP(RowValues(&rt, i)[columns[k]]);
+
+				JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+			}
+		}
+		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	}
+
+	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL)));
+}
