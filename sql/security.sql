@@ -263,6 +263,23 @@ SELECT convctx.context_load('s1'), convctx.context_load('sx');
 SELECT e ->> 'section' AS section, e -> 'chunk' ->> 'text' AS chunk_text
 FROM jsonb_array_elements(convctx.context_history('s1', 5)) e;
 RESET ROLE;
+-- recent_turns reads the turn table's index directly because it runs as the table's
+-- owner. The same C function declared SECURITY INVOKER runs its SQL query instead, so
+-- the caller's privileges and row-level security apply exactly as in SQL: refused for
+-- the app role (no SELECT on the table), A's rows only for A's admin role.
+CREATE FUNCTION pg_temp.recent_turns_as_caller(session_id text, turn_limit integer)
+RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_at timestamptz,
+               question_neutral text, answer_neutral text, question_translated text,
+               answer_translated text, metadata jsonb)
+LANGUAGE c AS '$libdir/convctx', 'convctx_recent_turns';
+SET ROLE tenant_a_app;
+SELECT pg_temp.try($$SELECT * FROM pg_temp.recent_turns_as_caller('s1', 10)$$);
+RESET ROLE;
+SET ROLE tenant_a_admin;
+SELECT request_id, question_neutral, answer_neutral FROM pg_temp.recent_turns_as_caller('s1', 10);
+SELECT (SELECT array_agg(r) FROM pg_temp.recent_turns_as_caller('s1', 2) r)
+     = (SELECT array_agg(r) FROM convctx.recent_turns('s1', 2) r) AS same_rows;
+RESET ROLE;
 
 ------------------------------------------------------------------------------
 -- 3b. Writes with B's ids: refused exactly as for an id that exists nowhere, B unchanged

@@ -187,12 +187,26 @@ FROM generate_series(1, 12) i;
 SELECT string_agg(question_neutral, ' ') FROM convctx.recent_turns('same-ts', 5);
 SELECT count(DISTINCT created_at) AS distinct_timestamps FROM convctx.turn WHERE session_id = 'same-ts';
 COMMIT;
--- the read uses the chronology index, walking back from the newest turn
-EXPLAIN (COSTS OFF)
-SELECT * FROM (SELECT * FROM convctx.turn
-               WHERE tenant_id = '' AND session_id = 's1'
-                 AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL
-               ORDER BY turn_no DESC LIMIT 10) recent ORDER BY turn_no;
+-- the read walks the chronology index back from the newest turn: one index scan that
+-- fetches the 5 rows it returns, not the 12 of the session
+BEGIN;
+SELECT pg_stat_get_xact_numscans('convctx.turn_chronology'::regclass) AS scans,
+       pg_stat_get_xact_tuples_fetched('convctx.turn_chronology'::regclass) AS fetched \gset
+SELECT count(*) FROM convctx.recent_turns('same-ts', 5);
+SELECT pg_stat_get_xact_numscans('convctx.turn_chronology'::regclass) - :scans AS index_scans,
+       pg_stat_get_xact_tuples_fetched('convctx.turn_chronology'::regclass) - :fetched AS rows_fetched;
+COMMIT;
+-- it checks the table it reads: a catalog of another shape is an error, not a misread
+BEGIN;
+ALTER TABLE convctx.turn RENAME COLUMN metadata TO metadata_before;
+SELECT pg_temp.try($$SELECT * FROM convctx.recent_turns('s1')$$);
+ROLLBACK;
+BEGIN;
+ALTER INDEX convctx.turn_chronology RENAME TO turn_chronology_before;
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+ROLLBACK;
+-- and reads it again once it is back
+SELECT count(*) FROM convctx.recent_turns('s1');
 
 ------------------------------------------------------------------------------
 -- the anonymous cap
