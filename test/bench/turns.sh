@@ -5,8 +5,10 @@
 # run test/bench/turns/run.sh in a throwaway cluster and print the table.
 # Timings are information only: exits non-zero only when the run fails.
 # CONVCTX_BENCH_SECONDS: length of each lifecycle run (default 15);
-# CONVCTX_BENCH_ROUNDS: runs per side and cell, the best kept (default 2);
-# CONVCTX_BENCH_LATENCY_SECONDS: the pgbench recent_turns runs (default 10).
+# CONVCTX_BENCH_ROUNDS: runs per side and cell, the best kept (default 3);
+# CONVCTX_BENCH_LATENCY_SECONDS: the pgbench recent_turns runs (default 10);
+# CONVCTX_BENCH_FLOOR_FILLFACTOR: fillfactor of the floor's table (default 100,
+# a bare table; 70 gives it convctx.turn's).
 source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
@@ -14,5 +16,6 @@ build_and_install
 in_throwaway_cluster "the benchmark" \
     env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
         CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-10}" \
-        CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-2}" \
+        CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-3}" \
+        CONVCTX_BENCH_FLOOR_FILLFACTOR="${CONVCTX_BENCH_FLOOR_FILLFACTOR:-100}" \
         bash test/bench/turns/run.sh

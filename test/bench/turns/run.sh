@@ -8,7 +8,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SECONDS_PER_RUN=${CONVCTX_BENCH_SECONDS:-15}
 LATENCY_SECONDS=${CONVCTX_BENCH_LATENCY_SECONDS:-10}
-ROUNDS=${CONVCTX_BENCH_ROUNDS:-2}
+ROUNDS=${CONVCTX_BENCH_ROUNDS:-3}
+FLOOR_FILLFACTOR=${CONVCTX_BENCH_FLOOR_FILLFACTOR:-100}
 PGBENCH="$("$PG_CONFIG" --bindir)/pgbench"
 CPUS=$(nproc)
 OUT=$(mktemp -d /tmp/convctx-bench-turns.XXXXXX)
@@ -94,21 +95,13 @@ reset_lifecycle() {
         -c 'VACUUM ANALYZE convctx.turn, convctx.session, floor.turn' -c 'CHECKPOINT'
 }
 
-# show_plan DB PREFIX SESSION LABEL: one line on the plan recent_turns runs.
-show_plan() {
-    local plan nested scan hits kind
-    plan=$(psql_run -d "$1" -v prefix="$2" -v session="$3" <"$HERE/plan.sql" 2>&1)
-    # Only the nested statement's plan, not the calling SELECT's.
-    nested=$(awk '/Query Text: SELECT turn_id/ { on = 1; next } /Query Text:/ { on = 0 } on' <<<"$plan")
-    if [ -z "$nested" ]; then echo "== no plan logged:"; echo "$plan"; exit 1; fi
-    scan=$(grep -m1 -o 'Index Scan[A-Za-z ]* using [a-z_]*\|Seq Scan on [a-z_]*' <<<"$nested" || true)
-    hits=$(grep -m1 -o 'shared hit=[0-9]*' <<<"$nested" || true)
-    # A cached generic plan keeps $n; a custom one is planned on every call.
-    if grep -q 'session_id = \$2' <<<"$nested"; then kind="generic plan, cached"
-    else kind="custom plan, planned on every call"; fi
-    echo "   recent_turns plan $4: ${scan:-?}; $kind; ${hits:-?} buffers"
-    if ! grep -q 'turn_chronology' <<<"$scan"; then
-        echo "   NOTE: the recent_turns query does not use turn_chronology"
+# show_read DB SESSION LABEL: one line on what a recent_turns call reads.
+show_read() {
+    local read
+    read=$(psql_run -d "$1" -At -v session="$2" <"$HERE/read.sql" | grep 'index scan')
+    echo "   recent_turns read $3: $read"
+    if [[ "$read" != "1 index scan(s)"* ]]; then
+        echo "   NOTE: recent_turns did not read turn_chronology once"
     fi
 }
 
@@ -128,7 +121,7 @@ latency_loops() {
 measure_latency() {
     local state=$1 log load
     psql_run -d lat -c 'CHECKPOINT'
-    show_plan lat m m1 "at $state turns"
+    show_read lat m1 "at $state turns"
     other_load latency_loops
     server_ms[$state]=$LATENCY_BEST load=$OTHER_LOAD
     log="$OUT/recent-$state.log"
@@ -144,7 +137,7 @@ measure_latency() {
 echo "== lifecycle state: 200 sessions x 10 turns + 100 sessions x 1,000 turns ($(elapsed))"
 createdb bench
 psql_run -d bench -c 'ALTER DATABASE bench SET convctx.max_session_turns = 1000000'
-psql_run -d bench <"$HERE/setup.sql"
+psql_run -d bench -v floor_fillfactor="$FLOOR_FILLFACTOR" <"$HERE/setup.sql"
 
 # cell name, clients, first session, session count
 CELLS=("1 client, 10 turns|1|1|200"
@@ -181,9 +174,18 @@ for cell in "${CELLS[@]}"; do
         done
     done
 done
+# How often an answer fitted on its question's page (a HOT update, no new
+# index entries), over every run, with each table's fill factor.
+hot_updates=$(psql_run -d bench -At -F ' ' -c "
+    SELECT string_agg(format('%s %s%% (fillfactor %s)', relid::regclass,
+                             round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)),
+                             coalesce(substring(array_to_string(c.reloptions, ',') FROM 'fillfactor=([0-9]+)'), '100')),
+                      ', ' ORDER BY relid::regclass::text)
+    FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+    WHERE relid IN ('convctx.turn'::regclass, 'floor.turn'::regclass)")
 reset_lifecycle
-show_plan bench s s1 "in 10-turn sessions"
-show_plan bench s s1001 "in 1000-turn sessions"
+show_read bench s1 "in a 10-turn session"
+show_read bench s1001 "in a 1000-turn session"
 
 echo "== recent_turns latency: 20 measured sessions x 50 turns ($(elapsed))"
 createdb lat
@@ -218,6 +220,8 @@ for cell in "${CELLS[@]}"; do
         fi
     done
 done
+echo
+echo "answers stored as HOT updates: $hot_updates"
 echo
 echo "client-side latency per statement in those runs, ms (start / finalize / recent):"
 for cell in "${CELLS[@]}"; do

@@ -17,6 +17,8 @@ CREATE SEQUENCE floor.turn_no_seq OWNED BY floor.turn.turn_no;
 ALTER TABLE floor.turn
     ALTER turn_no SET DEFAULT nextval('floor.turn_no_seq'),
     ALTER turn_id SET DEFAULT gen_random_uuid();
+-- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
+ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 
 CREATE TABLE bench.initial (session_id text PRIMARY KEY, turns integer NOT NULL);
 INSERT INTO bench.initial
