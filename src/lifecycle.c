@@ -386,8 +386,8 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 		Datum		arrvalues[3];
 
 		values[0] = Int32GetDatum(convctx_session_ttl);
-		SpiRunPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 3, argtypes),
-				   values, nulls, false, 0, SPI_OK_SELECT);
+		SpiRunBulkPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 3, argtypes),
+				       values, nulls, false, 0, SPI_OK_SELECT);
 		n = SPI_processed;
 		if (n > 0)
 		{
@@ -406,12 +406,12 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 			arrvalues[1] = PointerGetDatum(construct_array(sessions, n, TEXTOID, -1, false, TYPALIGN_INT));
 			arrvalues[2] = Int32GetDatum(batch);
 
-			SpiRunPlan(SpiKeptPlan(&expired_session_turns_plan, EXPIRED_SESSION_TURNS_SQL, 3, arrtypes),
-					   arrvalues, NULL, false, 0, SPI_OK_SELECT);
+			SpiRunBulkPlan(SpiKeptPlan(&expired_session_turns_plan, EXPIRED_SESSION_TURNS_SQL, 3, arrtypes),
+					       arrvalues, NULL, false, 0, SPI_OK_SELECT);
 			pass.anonymous_turns = SpiFirstInt8();
 
-			SpiRunPlan(SpiKeptPlan(&emptied_sessions_plan, EMPTIED_SESSIONS_SQL, 2, arrtypes),
-					   arrvalues, NULL, false, 0, SPI_OK_SELECT);
+			SpiRunBulkPlan(SpiKeptPlan(&emptied_sessions_plan, EMPTIED_SESSIONS_SQL, 2, arrtypes),
+					       arrvalues, NULL, false, 0, SPI_OK_SELECT);
 			{
 				bool		isnull;
 
@@ -426,16 +426,16 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 	if (convctx_turn_retention > 0)
 	{
 		values[0] = Int32GetDatum(convctx_turn_retention);
-		SpiRunPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
-				   values, nulls, false, 0, SPI_OK_SELECT);
+		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
+				       values, nulls, false, 0, SPI_OK_SELECT);
 		pass.expired_turns = SpiFirstInt8();
 	}
 
 	if (convctx_context_ttl > 0)
 	{
 		values[0] = Int32GetDatum(convctx_context_ttl);
-		SpiRunPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
-				   values, nulls, false, 0, SPI_OK_DELETE);
+		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
+				       values, nulls, false, 0, SPI_OK_DELETE);
 		pass.contexts += SPI_processed;
 	}
 
@@ -505,8 +505,8 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 	{
 		int			i;
 
-		SpiRunPlan(SpiKeptPlan(&purge_pass_plan, PURGE_PASS_SQL, 1, argtypes),
-				   values, NULL, false, 0, SPI_OK_SELECT);
+		SpiRunBulkPlan(SpiKeptPlan(&purge_pass_plan, PURGE_PASS_SQL, 1, argtypes),
+				       values, NULL, false, 0, SPI_OK_SELECT);
 		deleted = 0;
 		for (i = 1; i <= 4; i++)
 		{
