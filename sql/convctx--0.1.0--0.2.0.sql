@@ -270,3 +270,10 @@ COMMENT ON COLUMN convctx.audit_log.audit_id IS
 ------------------------------------------------------------------------------
 
 ALTER TABLE convctx.turn SET (fillfactor = 70);
+
+-- A session row is updated at every start_turn and finalize_turn, and the
+-- next read of its page prunes the old version, walking every row of the
+-- page. Session pages are filled to 30%, so that walk is a few dozen rows,
+-- not a hundred: the table takes about three times the space, which is
+-- small beside the turns.
+ALTER TABLE convctx.session SET (fillfactor = 30);

@@ -180,7 +180,17 @@ SELECT count(convctx.start_turn('bulk-' || s, 'r' || i, 'q')) FROM generate_seri
 UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'bulk-%';
 CALL convctx.purge_all(7);
 SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk-%';
-SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id;
+-- one audit row per pass: the five purges above, then purge_all's passes; which turns a
+-- pass takes follows the table's physical order, so its passes are checked together:
+-- each within the batch, together everything, the last one empty
+SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id LIMIT 5;
+SELECT bool_and((details->>'anonymous_turns')::int <= 7 AND (details->>'anonymous_sessions')::int <= 7) AS within_batch,
+       sum((details->>'anonymous_turns')::int) AS turns,
+       sum((details->>'anonymous_sessions')::int) AS sessions,
+       sum((details->>'contexts')::int) AS contexts,
+       sum((details->>'expired_turns')::int) AS expired_turns
+FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id OFFSET 5) p;
+SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id DESC LIMIT 1;
 -- errors
 SELECT convctx.purge(0);
 \echo :LAST_ERROR_SQLSTATE
