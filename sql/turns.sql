@@ -196,9 +196,24 @@ SELECT count(*) FROM convctx.recent_turns('same-ts', 5);
 SELECT pg_stat_get_xact_numscans('convctx.turn_chronology'::regclass) - :scans AS index_scans,
        pg_stat_get_xact_tuples_fetched('convctx.turn_chronology'::regclass) - :fetched AS rows_fetched;
 COMMIT;
--- it checks the table it reads: a catalog of another shape is an error, not a misread
+-- it reads a span of turn numbers below the session's newest, wider spans after it when
+-- open turns took the places: 30 turns, only the first 5 finalized, two scans
+BEGIN;
+SELECT count(convctx.start_turn('spans', 'r' || i, 'q' || i)) FROM generate_series(1, 30) i;
+SELECT count(convctx.finalize_turn('spans', turn_id, 'a')) FROM convctx.turn
+ WHERE session_id = 'spans' AND turn_no <= 5;
+SELECT pg_stat_get_xact_numscans('convctx.turn_chronology'::regclass) AS scans \gset
+SELECT string_agg(request_id, ' ') FROM convctx.recent_turns('spans', 2);
+SELECT pg_stat_get_xact_numscans('convctx.turn_chronology'::regclass) - :scans AS index_scans;
+SELECT string_agg(request_id, ' ') FROM convctx.recent_turns('spans', 10);
+ROLLBACK;
+-- it checks the tables it reads: a catalog of another shape is an error, not a misread
 BEGIN;
 ALTER TABLE convctx.turn RENAME COLUMN metadata TO metadata_before;
+SELECT pg_temp.try($$SELECT * FROM convctx.recent_turns('s1')$$);
+ROLLBACK;
+BEGIN;
+ALTER TABLE convctx.session RENAME COLUMN last_turn_no TO last_turn_no_before;
 SELECT pg_temp.try($$SELECT * FROM convctx.recent_turns('s1')$$);
 ROLLBACK;
 BEGIN;

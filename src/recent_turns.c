@@ -11,6 +11,14 @@
  * turns it skips at the end of the session (open, redacted or replaced
  * ones), never the session's or the table's size.
  *
+ * A btree scan reads every entry of a leaf page that matches its keys at
+ * once, and a long session fills whole leaf pages: bounded only by the
+ * session, the scan would read some two hundred entries to return ten. So
+ * the session row's last_turn_no is read first, and the index is read in
+ * spans of turn numbers below it, the first just wide enough for
+ * turn_limit turns, each further one (when open, redacted or replaced
+ * turns took places) four times wider.
+ *
  * The direct read is what the SQL query would return only when neither
  * privileges nor row-level security change anything for the caller, which
  * holds for the extension's SECURITY DEFINER functions (they run as the
@@ -112,6 +120,11 @@ static struct
 	Oid			relid;
 	Oid			indexid;
 	AttrNumber	attnum[RC_COUNT];
+	Oid			session_relid;
+	Oid			session_indexid;
+	AttrNumber	session_tenant_attnum;
+	AttrNumber	session_session_attnum;
+	AttrNumber	session_last_turn_attnum;
 }			turn_rels;
 
 static bool turn_rels_callback_registered = false;
@@ -139,17 +152,62 @@ typedef struct RecentTurns
 static void
 TurnRelsInvalidate(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == turn_rels.relid || relid == turn_rels.indexid)
+	if (relid == InvalidOid || relid == turn_rels.relid || relid == turn_rels.indexid ||
+		relid == turn_rels.session_relid || relid == turn_rels.session_indexid)
 		turn_rels.valid = false;
 }
 
 static void
-ReportWrongShape(void)
+ReportWrongShape(const char *table)
 {
 	ereport(ERROR,
 			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			errmsg("table convctx.turn does not have the columns and index this version of convctx expects"),
+			errmsg("table %s does not have the columns and index this version of convctx expects", table),
 			errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+}
+
+/* The number of a live column of rel with that name and type, or an error. */
+static AttrNumber
+ColumnOfType(Relation rel, const char *table, const char *name, Oid type)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+		{
+			if (att->atttypid != type)
+				break;
+			return att->attnum;
+		}
+	}
+	ReportWrongShape(table);
+	return InvalidAttrNumber;	/* keep the compiler quiet */
+}
+
+/*
+ * Whether index is a plain (not partial) btree of relid on exactly the
+ * nkeys (at most 3) columns given, in that order.
+ */
+static bool
+IsBtreeOn(Relation index, Oid relid, int nkeys, AttrNumber key1, AttrNumber key2,
+		  AttrNumber key3)
+{
+	AttrNumber	keys[3] = {key1, key2, key3};
+	int			k;
+
+	if (index->rd_index->indrelid != relid ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		IndexRelationGetNumberOfKeyAttributes(index) != nkeys ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		return false;
+	for (k = 0; k < nkeys; k++)
+		if (index->rd_index->indkey.values[k] != keys[k])
+			return false;
+	return true;
 }
 
 /*
@@ -163,9 +221,7 @@ TurnRelsLookup(void)
 	Oid			nsp = get_namespace_oid("convctx", false);
 	Relation	rel;
 	Relation	index;
-	TupleDesc	desc;
 	int			c;
-	int			i;
 
 	if (!turn_rels_callback_registered)
 	{
@@ -177,43 +233,38 @@ TurnRelsLookup(void)
 	turn_rels.relid = get_relname_relid("turn", nsp);
 	turn_rels.indexid = get_relname_relid("turn_chronology", nsp);
 	if (!OidIsValid(turn_rels.relid) || !OidIsValid(turn_rels.indexid))
-		ReportWrongShape();
+		ReportWrongShape("convctx.turn");
 
 	rel = table_open(turn_rels.relid, AccessShareLock);
 	index = index_open(turn_rels.indexid, AccessShareLock);
-	desc = RelationGetDescr(rel);
 
 	for (c = 0; c < RC_COUNT; c++)
-	{
-		turn_rels.attnum[c] = InvalidAttrNumber;
-		for (i = 0; i < desc->natts; i++)
-		{
-			Form_pg_attribute att = TupleDescAttr(desc, i);
+		turn_rels.attnum[c] = ColumnOfType(rel, "convctx.turn", recent_columns[c].name,
+										   recent_columns[c].type);
 
-			if (!att->attisdropped && strcmp(NameStr(att->attname), recent_columns[c].name) == 0)
-			{
-				if (att->atttypid != recent_columns[c].type)
-					ReportWrongShape();
-				turn_rels.attnum[c] = att->attnum;
-				break;
-			}
-		}
-		if (turn_rels.attnum[c] == InvalidAttrNumber)
-			ReportWrongShape();
-	}
-
-	/* A btree on exactly (tenant_id, session_id, turn_no) of this table. */
-	if (index->rd_index->indrelid != turn_rels.relid ||
-		index->rd_rel->relam != BTREE_AM_OID ||
-		IndexRelationGetNumberOfKeyAttributes(index) != 3 ||
-		index->rd_index->indkey.values[0] != turn_rels.attnum[RC_TENANT_ID] ||
-		index->rd_index->indkey.values[1] != turn_rels.attnum[RC_SESSION_ID] ||
-		index->rd_index->indkey.values[2] != turn_rels.attnum[RC_TURN_NO] ||
-		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
-		ReportWrongShape();
+	if (!IsBtreeOn(index, turn_rels.relid, 3, turn_rels.attnum[RC_TENANT_ID],
+				   turn_rels.attnum[RC_SESSION_ID], turn_rels.attnum[RC_TURN_NO]))
+		ReportWrongShape("convctx.turn");
 
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
+
+	/* convctx.session and its primary key on (tenant_id, session_id). */
+	turn_rels.session_relid = get_relname_relid("session", nsp);
+	turn_rels.session_indexid = get_relname_relid("session_pkey", nsp);
+	if (!OidIsValid(turn_rels.session_relid) || !OidIsValid(turn_rels.session_indexid))
+		ReportWrongShape("convctx.session");
+	rel = table_open(turn_rels.session_relid, AccessShareLock);
+	index = index_open(turn_rels.session_indexid, AccessShareLock);
+	turn_rels.session_tenant_attnum = ColumnOfType(rel, "convctx.session", "tenant_id", TEXTOID);
+	turn_rels.session_session_attnum = ColumnOfType(rel, "convctx.session", "session_id", TEXTOID);
+	turn_rels.session_last_turn_attnum = ColumnOfType(rel, "convctx.session", "last_turn_no", INT8OID);
+	if (!IsBtreeOn(index, turn_rels.session_relid, 2, turn_rels.session_tenant_attnum,
+				   turn_rels.session_session_attnum, InvalidAttrNumber))
+		ReportWrongShape("convctx.session");
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+
 	turn_rels.valid = true;
 }
 
@@ -249,53 +300,108 @@ RecentTurnsGrow(RecentTurns *rt, int *capacity, int32 limit)
 }
 
 /*
- * Read the chronology index backwards. The rows are copied into the
- * caller's memory context, so they outlive the scan.
+ * The session's newest turn number under the snapshot, read from its row;
+ * -1 when the session has no row.
+ */
+static int64
+SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
+				  text *tenant, text *session_id)
+{
+	ScanKeyData keys[2];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	int64		last = -1;
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   sindex->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   sindex->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
+	scan = index_beginscan(srel, sindex, snapshot, 2, 0);
+	index_rescan(scan, keys, 2, NULL, 0);
+	slot = table_slot_create(srel, NULL);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(slot, turn_rels.session_last_turn_attnum, &isnull);
+
+		if (!isnull)
+			last = DatumGetInt64(d);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	return last;
+}
+
+/*
+ * Read the chronology index backwards, span by span of turn numbers (see
+ * the head of this file). The rows are copied into the caller's memory
+ * context, so they outlive the scan.
  */
 static void
-RecentTurnsByIndex(Relation rel, Relation index, text *tenant, text *session_id,
-				   int32 limit, RecentTurns *rt)
+RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
+				   text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 {
 	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
-	ScanKeyData keys[2];
+	ScanKeyData keys[4];
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			capacity = 0;
+	int64		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id);
+	int64		span = (int64) limit + 8;
+	int64		upper = PG_INT64_MAX;
+	int64		lower;
 
-	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
-	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   index->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
-
-	scan = index_beginscan(rel, index, snapshot, 2, 0);
-	index_rescan(scan, keys, 2, NULL, 0);
+	scan = index_beginscan(rel, index, snapshot, 4, 0);
 	slot = table_slot_create(rel, NULL);
 
-	while (rt->count < limit && index_getnext_slot(scan, BackwardScanDirection, slot))
+	do
 	{
-		int			c;
+		/*
+		 * turn_no in (lower, upper]. Without a session row (never the case
+		 * for a session with turns) the whole session is one span. The first
+		 * span has no upper bound, so no turn is missed even if the row
+		 * were behind.
+		 */
+		lower = (last < 0 || last - span <= 0) ? 0 : last - span;
+		span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
 
-		CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(slot);
-		if (slot->tts_isnull[turn_rels.attnum[RC_FINALIZED_AT] - 1] ||
-			!slot->tts_isnull[turn_rels.attnum[RC_DELETED_AT] - 1] ||
-			!slot->tts_isnull[turn_rels.attnum[RC_REPLACED_BY] - 1])
-			continue;
+		ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
+		ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
+		ScanKeyEntryInitialize(&keys[2], 0, 3, BTGreaterStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8GT, Int64GetDatum(lower));
+		ScanKeyEntryInitialize(&keys[3], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8LE, Int64GetDatum(upper));
+		index_rescan(scan, keys, 4, NULL, 0);
 
-		/* Copies: the slot's values are only valid until it moves on. */
-		RecentTurnsGrow(rt, &capacity, limit);
-		for (c = 0; c < RC_OUTPUT_COLUMNS; c++)
+		while (rt->count < limit && index_getnext_slot(scan, BackwardScanDirection, slot))
 		{
-			int			a = turn_rels.attnum[c] - 1;
-			Form_pg_attribute att = TupleDescAttr(desc, a);
+			int			c;
 
-			RowNulls(rt, rt->count)[c] = slot->tts_isnull[a];
-			RowValues(rt, rt->count)[c] = slot->tts_isnull[a] ? (Datum) 0 :
-				datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+			CHECK_FOR_INTERRUPTS();
+			slot_getallattrs(slot);
+			if (slot->tts_isnull[turn_rels.attnum[RC_FINALIZED_AT] - 1] ||
+				!slot->tts_isnull[turn_rels.attnum[RC_DELETED_AT] - 1] ||
+				!slot->tts_isnull[turn_rels.attnum[RC_REPLACED_BY] - 1])
+				continue;
+
+			/* Copies: the slot's values are only valid until it moves on. */
+			RecentTurnsGrow(rt, &capacity, limit);
+			for (c = 0; c < RC_OUTPUT_COLUMNS; c++)
+			{
+				int			a = turn_rels.attnum[c] - 1;
+				Form_pg_attribute att = TupleDescAttr(desc, a);
+
+				RowNulls(rt, rt->count)[c] = slot->tts_isnull[a];
+				RowValues(rt, rt->count)[c] = slot->tts_isnull[a] ? (Datum) 0 :
+					datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+			}
+			rt->count++;
 		}
-		rt->count++;
-	}
+		upper = lower;
+	} while (rt->count < limit && lower > 0);
 
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
@@ -339,6 +445,8 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	text	   *tenant = CurrentTenant();
 	Relation	rel;
 	Relation	index;
+	Relation	srel;
+	Relation	sindex;
 
 	rt->count = 0;
 	rt->values = NULL;
@@ -350,25 +458,35 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 		if (!turn_rels.valid)
 			TurnRelsLookup();
 		rel = try_table_open(turn_rels.relid, AccessShareLock);
-		if (rel == NULL)
+		srel = rel ? try_table_open(turn_rels.session_relid, AccessShareLock) : NULL;
+		if (srel == NULL)
 		{
+			if (rel)
+				table_close(rel, NoLock);
 			turn_rels.valid = false;
 			continue;
 		}
 		index = index_open(turn_rels.indexid, AccessShareLock);
+		sindex = index_open(turn_rels.session_indexid, AccessShareLock);
 		if (turn_rels.valid)
 			break;
+		index_close(sindex, NoLock);
 		index_close(index, NoLock);
+		table_close(srel, NoLock);
 		table_close(rel, NoLock);
 	}
 
 	if (pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
-		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED)
-		RecentTurnsByIndex(rel, index, tenant, session_id, limit, rt);
+		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&
+		check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED)
+		RecentTurnsByIndex(rel, index, srel, sindex, tenant, session_id, limit, rt);
 	else
 		RecentTurnsBySql(tenant, session_id, limit, rt);
 
+	index_close(sindex, NoLock);
 	index_close(index, NoLock);
+	table_close(srel, NoLock);
 	table_close(rel, NoLock);
 }
 
