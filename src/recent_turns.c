@@ -300,6 +300,19 @@ RecentTurnsGrow(RecentTurns *rt, int *capacity, int32 limit)
 }
 
 /*
+ * Equality keys on the first two columns of index, (tenant_id, session_id),
+ * in keys[0] and keys[1].
+ */
+static void
+SessionScanKeys(ScanKeyData *keys, Relation index, text *tenant, text *session_id)
+{
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
+}
+
+/*
  * The session's newest turn number under the snapshot, read from its row;
  * -1 when the session has no row.
  */
@@ -312,10 +325,7 @@ SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
 	TupleTableSlot *slot;
 	int64		last = -1;
 
-	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   sindex->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
-	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   sindex->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
+	SessionScanKeys(keys, sindex, tenant, session_id);
 	scan = index_beginscan(srel, sindex, snapshot, 2, 0);
 	index_rescan(scan, keys, 2, NULL, 0);
 	slot = table_slot_create(srel, NULL);
@@ -354,6 +364,8 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 
 	scan = index_beginscan(rel, index, snapshot, 4, 0);
 	slot = table_slot_create(rel, NULL);
+	/* index_rescan copies the keys: only the turn_no bounds change per span. */
+	SessionScanKeys(keys, index, tenant, session_id);
 
 	do
 	{
@@ -366,10 +378,6 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 		lower = (last < 0 || last - span <= 0) ? 0 : last - span;
 		span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
 
-		ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-							   index->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
-		ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-							   index->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(session_id));
 		ScanKeyEntryInitialize(&keys[2], 0, 3, BTGreaterStrategyNumber, InvalidOid,
 							   InvalidOid, F_INT8GT, Int64GetDatum(lower));
 		ScanKeyEntryInitialize(&keys[3], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
