@@ -462,10 +462,11 @@ convctx_purge(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	(void) PurgeOnce(batch, bound ? cstring_to_text(bound) : NULL, &counts);
-	json = PurgeCountsJson(&counts);
-	AuditWrite(CurrentTenant(), "purge", NULL, NULL, json);
+	AuditWrite(CurrentTenant(), "purge", NULL, NULL, PurgeCountsJson(&counts));
 	SPI_finish();
 
+	/* Made again: what was allocated under SPI went with SPI_finish. */
+	json = PurgeCountsJson(&counts);
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 }
 

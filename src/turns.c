@@ -402,8 +402,9 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	}
 	metadata = MetadataFilter(meta, fallback);
 
-	SPI_connect();
+	/* Allocated before SPI_connect: it is returned after SPI_finish. */
 	turn_id = NewTurnId();
+	SPI_connect();
 
 	/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
 	memset(nulls, ' ', sizeof(nulls));
