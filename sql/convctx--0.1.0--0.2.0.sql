@@ -277,3 +277,14 @@ ALTER TABLE convctx.turn SET (fillfactor = 70);
 -- not a hundred: the table takes about three times the space, which is
 -- small beside the turns.
 ALTER TABLE convctx.session SET (fillfactor = 30);
+
+-- finalize_turn counts an answer in the session row and, when the
+-- session's summary covers the turn, in the summary too. It learns whether
+-- it does from this column, under the lock it already takes, instead of
+-- a second statement whose snapshot follows that lock.
+ALTER TABLE convctx.session ADD COLUMN summary_through_turn_no bigint;
+COMMENT ON COLUMN convctx.session.summary_through_turn_no IS
+    'through_turn_no of the session''s summary (convctx.session_summary), NULL when it has none; written with the summary under this row''s lock';
+UPDATE convctx.session s SET summary_through_turn_no = sm.through_turn_no
+  FROM convctx.session_summary sm
+ WHERE sm.tenant_id = s.tenant_id AND sm.session_id = s.session_id;

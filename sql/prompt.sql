@@ -313,3 +313,7 @@ FROM convctx.session_summary ss,
                 AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL
                 AND t.turn_no <= ss.through_turn_no) c
 ORDER BY 1;
+-- the session rows' summary marks match the summaries
+SELECT count(*) AS marks_off
+FROM convctx.session s LEFT JOIN convctx.session_summary ss USING (tenant_id, session_id)
+WHERE s.summary_through_turn_no IS DISTINCT FROM ss.through_turn_no;

@@ -59,6 +59,11 @@ SELECT convctx.context_add('s1', ARRAY['n1', 'n2']) IS NOT NULL AS context_added
 SELECT convctx.set_summary('s1', 'they talked', (SELECT id FROM ids WHERE name = 't1'));
 SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 't1'),
                                 '[{"id": "c1", "text": "chunk one"}]', '[{"id": "c1"}]');
+-- a turn the summary covers, finalized after it: its answer is counted
+INSERT INTO ids SELECT 'late', convctx.start_turn('s2', 'r1', 'Q late');
+SELECT convctx.set_summary('s2', 'a question so far', (SELECT id FROM ids WHERE name = 'late'));
+SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'late'), 'A late');
+SELECT covered_messages FROM convctx.session_summary WHERE session_id = 's2';
 SET convctx.tenant = 'globex';
 INSERT INTO ids SELECT 'g1', convctx.start_turn('s1', 'r1', 'globex Q1');
 SELECT convctx.finalize_turn('s1', (SELECT id FROM ids WHERE name = 'g1'), 'globex A1');
@@ -67,7 +72,7 @@ RESET convctx.tenant;
 -- every stored row, as one fingerprint per table
 CREATE TEMP TABLE before_update AS
 SELECT 'turn' AS t, count(*) AS n, md5(string_agg(x::text, '|' ORDER BY x::text)) AS h FROM convctx.turn x
-UNION ALL SELECT 'session', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session x
+UNION ALL SELECT 'session', count(*), md5(string_agg((to_jsonb(x) - 'summary_through_turn_no')::text, '|' ORDER BY x::text)) FROM convctx.session x
 UNION ALL SELECT 'session_link', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_link x
 UNION ALL SELECT 'conversation_context', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.conversation_context x
 UNION ALL SELECT 'session_summary', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_summary x
@@ -81,7 +86,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'convctx';
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows
 FROM before_update b
 JOIN (SELECT 'turn' AS t, count(*) AS n, md5(string_agg(x::text, '|' ORDER BY x::text)) AS h FROM convctx.turn x
-      UNION ALL SELECT 'session', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session x
+      UNION ALL SELECT 'session', count(*), md5(string_agg((to_jsonb(x) - 'summary_through_turn_no')::text, '|' ORDER BY x::text)) FROM convctx.session x
       UNION ALL SELECT 'session_link', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_link x
       UNION ALL SELECT 'conversation_context', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.conversation_context x
       UNION ALL SELECT 'session_summary', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_summary x
@@ -89,6 +94,8 @@ JOIN (SELECT 'turn' AS t, count(*) AS n, md5(string_agg(x::text, '|' ORDER BY x:
       UNION ALL SELECT 'audit_log', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.audit_log x) a
   USING (t)
 ORDER BY b.t;
+-- 0.2.0 keeps the summary's reach in the session row too
+SELECT tenant_id, session_id, summary_through_turn_no FROM convctx.session ORDER BY 1, 2;
 
 -- the API works on the upgraded data: a retry finds its turn, reads see
 -- the correction and not the tombstone, the tenants stay apart
@@ -101,6 +108,12 @@ SELECT state->'summary' AS summary, jsonb_path_query_array(state->'recent_messag
 FROM convctx.conversation_state('s1', 2) AS state;
 SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r4', 'Q4'), 'A4');
 SELECT count(*) AS acme_turns FROM convctx.recent_turns('s1', 100);
+INSERT INTO ids SELECT 'late2', convctx.start_turn('s3', 'r1', 'Q late');
+SELECT convctx.set_summary('s3', 'a question so far', (SELECT id FROM ids WHERE name = 'late2'));
+SELECT convctx.finalize_turn('s3', (SELECT id FROM ids WHERE name = 'late2'), 'A late');
+SELECT s.session_id, ss.covered_messages, ss.through_turn_no, s.summary_through_turn_no
+FROM convctx.session s JOIN convctx.session_summary ss USING (tenant_id, session_id)
+WHERE s.tenant_id = 'acme' ORDER BY 1;
 SET convctx.tenant = 'globex';
 SELECT question_neutral, answer_neutral FROM convctx.recent_turns('s1');
 RESET convctx.tenant;

@@ -35,6 +35,8 @@
 static SPIPlanPtr window_plan = NULL;
 static SPIPlanPtr counts_plan = NULL;
 static SPIPlanPtr set_summary_plan = NULL;
+static SPIPlanPtr set_summary_0_1_plan = NULL;
+static SPIPlanPtr clear_summary_mark_plan = NULL;
 static SPIPlanPtr to_summarize_plan = NULL;
 static SPIPlanPtr forget_turn_plan = NULL;
 static SPIPlanPtr forget_session_plan = NULL;
@@ -65,7 +67,7 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"  LEFT JOIN convctx.conversation_context cc" \
 	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2"
 
-#define SET_SUMMARY_SQL \
+#define SET_SUMMARY_0_1_SQL \
 	"INSERT INTO convctx.session_summary AS s" \
 	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
 	" SELECT $1, $2, $3, t.turn_no," \
@@ -80,6 +82,21 @@ static SPIPlanPtr forget_session_plan = NULL;
 	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
 	"     covered_messages = EXCLUDED.covered_messages," \
 	"     updated_at = pg_catalog.statement_timestamp()"
+
+/*
+ * The same, and the turn_no the summary covers to in the session row,
+ * where finalize_turn reads it under the same row lock.
+ */
+#define SET_SUMMARY_SQL \
+	"WITH sm AS (" SET_SUMMARY_0_1_SQL " RETURNING through_turn_no)" \
+	" UPDATE convctx.session SET summary_through_turn_no = sm.through_turn_no FROM sm" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
+/* After PromptForget dropped the summary, when the session row has the mark. */
+#define CLEAR_SUMMARY_MARK_SQL \
+	"UPDATE convctx.session SET summary_through_turn_no = NULL" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND summary_through_turn_no IS NOT NULL"
 
 /* The turns wholly older than the last $3 messages and after the summary. */
 #define TO_SUMMARIZE_SQL \
@@ -135,6 +152,9 @@ PromptForget(text *tenant, text *session_id, int64 turn_no)
 	else
 		SpiRunPlan(SpiKeptPlan(&forget_session_plan, FORGET_SESSION_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_DELETE);
+	if (SPI_processed > 0 && SessionHasSummaryMark())
+		SpiRunPlan(SpiKeptPlan(&clear_summary_mark_plan, CLEAR_SUMMARY_MARK_SQL, 2, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
 }
 
 /* The parse state keeps pointers, so the text must outlive this call. */
@@ -360,8 +380,12 @@ convctx_set_summary(PG_FUNCTION_ARGS)
 	SPI_connect();
 	/* Serialized with redaction, which drops the summaries that cover a turn. */
 	(void) SessionLock(tenant, session_id);
-	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
-			   values, NULL, false, 0, SPI_OK_INSERT);
+	if (SessionHasSummaryMark())
+		SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+	else
+		SpiRunPlan(SpiKeptPlan(&set_summary_0_1_plan, SET_SUMMARY_0_1_SQL, 4, argtypes),
+				   values, NULL, false, 0, SPI_OK_INSERT);
 	if (SPI_processed == 0)
 		ReportTurnNotFound(through, session_id);
 	SPI_finish();

@@ -25,12 +25,15 @@
  *	- The anonymous cap deletes turn_no <= new turn_no - cap: a range on the
  *	  chronology index, one turn per append, never a count or walk of the
  *	  session.
- *	- finalize_turn counts the answer in the session row (locking it),
- *	  then updates the turn with a guard on its state (not finalized / not
- *	  replaced / not redacted); replace_turn is one statement guarded the
- *	  same way. A racing repeat waits for the row lock, re-checks against
- *	  the committed row, and then either does nothing (same answer, count
- *	  given back) or is refused.
+ *	- finalize_turn counts the answer in the session row (locking it) and
+ *	  updates the turn with a guard on its state (not finalized / not
+ *	  replaced / not redacted), in one statement; replace_turn is one
+ *	  statement guarded the same way. A racing repeat waits for the row
+ *	  lock, re-checks against the committed row, and then either does
+ *	  nothing (same answer, count given back) or is refused.
+ *	- set_summary writes the turn_no its summary covers to in the session
+ *	  row, under its lock, so that finalize_turn learns from its own lock
+ *	  whether the answer it stores is covered (and counts it there).
  *	- replace_turn also takes the session row's lock first, as redaction
  *	  does: a redaction then never misses a version a concurrent replace is
  *	  still inserting.
@@ -43,11 +46,15 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/uuid.h"
 
 #include "convctx.h"
@@ -60,6 +67,7 @@ static SPIPlanPtr insert_turn_plan = NULL;
 static SPIPlanPtr append_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
+static SPIPlanPtr finalize_0_1_plan = NULL;
 static SPIPlanPtr summary_count_answer_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
@@ -154,11 +162,42 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
 /*
- * Store the answer of an open turn; run after the session row is locked
- * (its answer counted), so the summary lookup sees a summary that a
- * concurrent set_summary committed meanwhile.
+ * Store the answer of an open turn and count it in the session row, in one
+ * statement. s locks the session row first, as every writer does; its
+ * RETURNING shows the row as it is after the lock, so a summary that a
+ * concurrent set_summary committed meanwhile is seen there. The turn's
+ * snapshot may predate the lock, but a turn finalized, redacted or
+ * replaced meanwhile is re-checked against its newest version before it is
+ * updated (READ COMMITTED), and then no row is returned. s counts the
+ * answer even then: the caller gives it back. Returns the turn's number and
+ * the turn_no the session's summary covers to.
  */
 #define FINALIZE_SQL \
+	"WITH s AS (UPDATE convctx.session" \
+	"   SET live_answers = live_answers OPERATOR(pg_catalog.+) 1" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" RETURNING summary_through_turn_no)" \
+	" UPDATE convctx.turn t SET" \
+	"  answer_neutral = $4," \
+	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND t.translate_chat" \
+	"                           THEN $4 ELSE $5 END," \
+	"  answer_translated_is_fallback = CASE WHEN $5::pg_catalog.text IS NULL AND t.translate_chat" \
+	"                                       THEN true ELSE $6 END," \
+	"  metadata = CASE WHEN $7::pg_catalog.jsonb IS NULL THEN t.metadata" \
+	"                  ELSE COALESCE(t.metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
+	"  finalized_at = pg_catalog.statement_timestamp()" \
+	" FROM s" \
+	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND t.turn_id OPERATOR(pg_catalog.=) $3" \
+	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
+	" RETURNING t.turn_no, s.summary_through_turn_no"
+
+/*
+ * The same on the tables of 0.1.0, whose session row has no summary mark:
+ * run after the answer is counted in the session row (locking it), so that
+ * the summary lookup's snapshot follows the lock.
+ */
+#define FINALIZE_0_1_SQL \
 	"UPDATE convctx.turn SET" \
 	"  answer_neutral = $4," \
 	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
@@ -294,6 +333,61 @@ SessionLock(text *tenant, text *session_id)
 	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	return SPI_processed > 0;
+}
+
+/* Whether convctx.session has summary_through_turn_no, per backend. */
+static struct
+{
+	bool		valid;
+	bool		present;
+	Oid			relid;
+	bool		callback_registered;
+}			summary_mark;
+
+static void
+SummaryMarkInvalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == summary_mark.relid)
+		summary_mark.valid = false;
+}
+
+/*
+ * Whether the session row carries the summary mark (summary_through_turn_no,
+ * added by 0.2.0). Until ALTER EXTENSION convctx UPDATE, a database may run
+ * this library on the tables of 0.1.0; finalize_turn and set_summary then
+ * keep to the statements of 0.1.0. The table is locked first, as the
+ * statements that follow would lock it anyway: taking the lock processes
+ * the invalidation of a change committed before, and no ALTER TABLE can
+ * change the answer until the end of the transaction.
+ */
+bool
+SessionHasSummaryMark(void)
+{
+	Oid			relid;
+	AttrNumber	attnum;
+
+	if (summary_mark.valid)
+	{
+		LockRelationOid(summary_mark.relid, RowExclusiveLock);
+		if (summary_mark.valid)
+			return summary_mark.present;
+	}
+	if (!summary_mark.callback_registered)
+	{
+		CacheRegisterRelcacheCallback(SummaryMarkInvalidate, (Datum) 0);
+		summary_mark.callback_registered = true;
+	}
+
+	relid = get_relname_relid("session", get_namespace_oid("convctx", false));
+	if (!OidIsValid(relid))
+		return false;			/* the statement that follows reports it */
+	LockRelationOid(relid, RowExclusiveLock);
+	attnum = get_attnum(relid, "summary_through_turn_no");
+	summary_mark.relid = relid;
+	summary_mark.present = attnum != InvalidAttrNumber &&
+		get_atttype(relid, attnum) == INT8OID;
+	summary_mark.valid = true;
+	return summary_mark.present;
 }
 
 /*
@@ -602,34 +696,41 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
-
-	/*
-	 * The session row first, as everywhere: counting the answer locks it.
-	 * Then the turn, in a statement whose snapshot follows the lock.
-	 */
-	if (CountAnswer(tenant, session_id, 1))
+	if (SessionHasSummaryMark())
 	{
 		plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
 		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
 		finalized = SPI_processed > 0;
-		if (!finalized)
-			(void) CountAnswer(tenant, session_id, -1);
-		else
+	}
+	else if (CountAnswer(tenant, session_id, 1))
+	{
+		/* The tables of 0.1.0: the session row first, then the turn. */
+		plan = SpiKeptPlan(&finalize_0_1_plan, FINALIZE_0_1_SQL, 7, argtypes);
+		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
+		finalized = SPI_processed > 0;
+	}
+
+	if (finalized)
+	{
+		int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+		Datum		through = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+
+		if (!isnull && turn_no <= DatumGetInt64(through))
 		{
-			int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-															  SPI_tuptable->tupdesc, 1, &isnull));
-			Datum		through = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+			Oid			summary_types[2] = {TEXTOID, TEXTOID};
 
-			if (!isnull && turn_no <= DatumGetInt64(through))
-			{
-				Oid			summary_types[2] = {TEXTOID, TEXTOID};
-
-				plan = SpiKeptPlan(&summary_count_answer_plan, SUMMARY_COUNT_ANSWER_SQL, 2,
-								   summary_types);
-				SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
-			}
+			plan = SpiKeptPlan(&summary_count_answer_plan, SUMMARY_COUNT_ANSWER_SQL, 2,
+							   summary_types);
+			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
 		}
 	}
+	else
+	{
+		/* Give back the answer counted in vain (nothing when no session). */
+		(void) CountAnswer(tenant, session_id, -1);
+	}
+
 	/* Not open, not in the session, or a repeat: explain, or accept the repeat. */
 	if (!finalized)
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);

@@ -332,6 +332,10 @@ my %check = (
                  WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
                    AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL
                    AND t.turn_no <= m.through_turn_no)},
+    'each session row marks how far its summary reaches (summary_through_turn_no)' => q{
+        SELECT count(*) FROM convctx.session s
+          LEFT JOIN convctx.session_summary m USING (tenant_id, session_id)
+         WHERE s.summary_through_turn_no IS DISTINCT FROM m.through_turn_no},
     'anonymous sessions keep at most convctx.max_session_turns (8) turns' => q{
         SELECT count(*) FROM convctx.session s
          WHERE s.identity_id IS NULL
