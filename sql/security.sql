@@ -69,10 +69,19 @@ FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace
 ORDER BY executable_by, security_definer, p.oid::regprocedure::text;
 -- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, convctx, pg_temp
+-- in its definition, except the four per-request functions, which pin it in C
+-- (and say so in their comment)
 SELECT p.oid::regprocedure AS definer_without_pinned_search_path, p.proconfig
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef
   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, convctx, pg_temp']
+  AND NOT (p.proconfig IS NULL AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
+           AND obj_description(p.oid, 'pg_proc') LIKE '%(search_path pinned in C to pg_catalog, convctx, pg_temp)')
+ORDER BY 1;
+-- those pinned in C
+SELECT p.oid::regprocedure AS definer_pinned_in_c
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef AND p.proconfig IS NULL
 ORDER BY 1;
 -- the schema: USAGE for the two roles only
 SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type

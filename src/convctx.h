@@ -169,5 +169,7 @@ extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern int64 SpiFirstInt8(void);
+extern void PinSearchPath(void);
+extern void UnpinSearchPath(void);
 
 #endif							/* CONVCTX_H */

@@ -459,6 +459,7 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	rt->count = 0;
 	rt->values = NULL;
 	rt->nulls = NULL;
+	PinSearchPath();
 
 	/* Open by the cached OIDs; a lock may bring an invalidation: redo. */
 	for (;;)
@@ -496,6 +497,7 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	index_close(index, NoLock);
 	table_close(srel, NoLock);
 	table_close(rel, NoLock);
+	UnpinSearchPath();
 }
 
 PG_FUNCTION_INFO_V1(convctx_recent_turns);

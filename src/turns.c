@@ -498,6 +498,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 
 	/* Allocated before SPI_connect: it is returned after SPI_finish. */
 	turn_id = NewTurnId();
+	PinSearchPath();
 	SPI_connect();
 
 	/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
@@ -544,6 +545,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		if (existing != NULL)
 		{
 			SPI_finish();
+			UnpinSearchPath();
 			PG_RETURN_UUID_P(existing);
 		}
 	}
@@ -592,6 +594,7 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	}
 
 	SPI_finish();
+	UnpinSearchPath();
 	PG_RETURN_UUID_P(turn_id);
 }
 
@@ -695,6 +698,7 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	nulls[5] = PG_ARGISNULL(4) ? 'n' : ' ';
 	values[6] = PlanArg(metadata, &nulls[6]);
 
+	PinSearchPath();
 	SPI_connect();
 	if (SessionHasSummaryMark())
 	{
@@ -735,6 +739,7 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	if (!finalized)
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
 	SPI_finish();
+	UnpinSearchPath();
 
 	PG_RETURN_VOID();
 }
