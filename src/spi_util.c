@@ -7,7 +7,8 @@
  * objects it uses change (for instance after DROP and CREATE EXTENSION in
  * the same backend), so the cache never needs explicit invalidation.
  * Every statement is written with schema-qualified names and operators,
- * because it is parsed under the caller's search_path.
+ * so that what it means never depends on a search_path (the functions pin
+ * theirs as well).
  *
  * A generic plan is made once and kept until an invalidation (an ANALYZE,
  * say), so a plan chosen from the statistics of a small table stays for
