@@ -161,6 +161,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("convctx");
 
 	TenancyInit();
+	SpiInit();
 }
 
 /*

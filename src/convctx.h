@@ -162,6 +162,7 @@ extern bool WorkerRunSql(const char *dbname, const char *sql, int nargs,
 						 const char **args, char **result, char **error);
 
 /* SPI plans kept for the life of the backend (spi_util.c) */
+extern void SpiInit(void);
 extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,
 							  int nargs, Oid *argtypes);
 extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,

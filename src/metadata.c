@@ -85,6 +85,10 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 	char	   *ip_hash = NULL;
 	Jsonb	   *out;
 
+	/* Most turns carry no metadata: nothing to parse or build. */
+	if (meta == NULL && !question_neutral_is_fallback)
+		return NULL;
+
 	raw = pstrdup(convctx_metadata_allowlist ? convctx_metadata_allowlist : "");
 	if (!SplitGUCList(raw, ',', &allowed))
 		allowed = NIL;			/* the check hook keeps this from happening */

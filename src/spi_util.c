@@ -17,7 +17,9 @@
  * convctx.session on every start_turn would stay after the table grows.
  * So statements are planned with sequential scans disabled (the planner
  * still takes one where no index applies); only the retention passes,
- * which read large parts of tables, are planned freely.
+ * which read large parts of tables, are planned freely. The setting is
+ * made in a planner hook, only when a plan is actually (re)made: a GUC
+ * nest level around every execution cost about 2% of a turn.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -32,7 +34,10 @@
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
+#include "optimizer/planner.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 
 #include "convctx.h"
 
@@ -63,28 +68,73 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 	return *cache;
 }
 
+/*
+ * Whether plans made now are for a keyed statement of ours. Set around
+ * SPI_execute_plan, which (re)plans inside when the kept plan was
+ * invalidated; it stays set for code the statement runs, which the GUC
+ * nest level it replaces covered as well.
+ */
+static bool planning_keyed = false;
+static planner_hook_type prev_planner_hook = NULL;
+
+static PlannedStmt *
+KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
+			 ParamListInfo bound_params)
+{
+	PlannedStmt *result;
+	int			nestlevel;
+
+	if (!planning_keyed)
+		return prev_planner_hook ?
+			prev_planner_hook(parse, query_string, cursor_options, bound_params) :
+			standard_planner(parse, query_string, cursor_options, bound_params);
+
+	/* An error unwinds the nest level with the (sub)transaction. */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	result = prev_planner_hook ?
+		prev_planner_hook(parse, query_string, cursor_options, bound_params) :
+		standard_planner(parse, query_string, cursor_options, bound_params);
+	AtEOXact_GUC(true, nestlevel);
+	return result;
+}
+
+/* Oid of schema convctx, looked up once and forgotten when any schema changes. */
+static Oid	convctx_namespace = InvalidOid;
+
+static void
+NamespaceInvalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	convctx_namespace = InvalidOid;
+}
+
+/* From _PG_init. */
+void
+SpiInit(void)
+{
+	prev_planner_hook = planner_hook;
+	planner_hook = KeyedPlanner;
+	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceInvalidate, (Datum) 0);
+}
+
 static int
 SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	   long count, int expected_rc, bool keyed)
 {
-	int			nestlevel = -1;
+	bool		outer = planning_keyed;
 	int			rc;
 
-	/*
-	 * The setting only matters when the plan is (re)made, which happens
-	 * inside SPI_execute_plan whenever an invalidation arrives, so it is
-	 * in force for every execution. An error unwinds it with the
-	 * transaction.
-	 */
-	if (keyed)
+	planning_keyed = keyed;
+	PG_TRY();
 	{
-		nestlevel = NewGUCNestLevel();
-		(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+		rc = SPI_execute_plan(plan, values, nulls, read_only, count);
 	}
-	rc = SPI_execute_plan(plan, values, nulls, read_only, count);
-	if (keyed)
-		AtEOXact_GUC(false, nestlevel);
+	PG_FINALLY();
+	{
+		planning_keyed = outer;
+	}
+	PG_END_TRY();
 
 	if (rc != expected_rc)
 		elog(ERROR, "SPI_execute_plan returned %s, expected %s",
@@ -146,7 +196,9 @@ PinSearchPath(void)
 	Oid			temp_namespace;
 	Oid			temp_toast_namespace;
 
-	path.schemas = list_make2_oid(PG_CATALOG_NAMESPACE, get_namespace_oid("convctx", false));
+	if (!OidIsValid(convctx_namespace))
+		convctx_namespace = get_namespace_oid("convctx", false);
+	path.schemas = list_make2_oid(PG_CATALOG_NAMESPACE, convctx_namespace);
 	GetTempNamespaceState(&temp_namespace, &temp_toast_namespace);
 	if (OidIsValid(temp_namespace))
 		path.schemas = lappend_oid(path.schemas, temp_namespace);

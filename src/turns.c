@@ -247,16 +247,31 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"        record_version OPERATOR(pg_catalog.+) 1" \
 	"   FROM old"
 
-/* A fresh version 4 UUID. */
+/*
+ * A fresh version 4 UUID. The random bytes come from pg_strong_random in
+ * batches: one call per id cost as much as the rest of building a turn's
+ * row. The batch lives in this backend only and each byte is used once.
+ */
+#define TURN_ID_BATCH 64
+
 static pg_uuid_t *
 NewTurnId(void)
 {
+	static uint8 batch[TURN_ID_BATCH * UUID_LEN];
+	static int	batch_used = TURN_ID_BATCH;
 	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
 
-	if (!pg_strong_random(id->data, UUID_LEN))
-		ereport(ERROR,
-				errcode(ERRCODE_INTERNAL_ERROR),
-				errmsg("could not generate a random turn id"));
+	if (batch_used == TURN_ID_BATCH)
+	{
+		if (!pg_strong_random(batch, sizeof(batch)))
+			ereport(ERROR,
+					errcode(ERRCODE_INTERNAL_ERROR),
+					errmsg("could not generate a random turn id"));
+		batch_used = 0;
+	}
+	memcpy(id->data, batch + batch_used * UUID_LEN, UUID_LEN);
+	memset(batch + batch_used * UUID_LEN, 0, UUID_LEN);
+	batch_used++;
 	id->data[6] = (id->data[6] & 0x0f) | 0x40;
 	id->data[8] = (id->data[8] & 0x3f) | 0x80;
 	return id;
