@@ -352,3 +352,24 @@ LEFT JOIN (SELECT tenant_id, session_id,
                                      AND finalized_at IS NOT NULL) AS answers
            FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
 WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+
+------------------------------------------------------------------------------
+-- plans: keyed statements use the indexes even where the planner would scan
+------------------------------------------------------------------------------
+-- On a one-page, freshly analyzed session table a generic plan of a plain
+-- UPDATE by key scans it sequentially; ANALYZE also makes convctx re-plan.
+ANALYZE convctx.session;
+SET plan_cache_mode = force_generic_plan;
+PREPARE bump(text, text) AS
+  UPDATE convctx.session SET last_turn_no = last_turn_no + 1 WHERE tenant_id = $1 AND session_id = $2;
+EXPLAIN (COSTS OFF) EXECUTE bump('', 's1');
+DEALLOCATE bump;
+RESET plan_cache_mode;
+BEGIN;
+SELECT pg_stat_get_xact_numscans('convctx.session'::regclass) AS seqscans \gset
+SELECT count(convctx.finalize_turn('s-plan', convctx.start_turn('s-plan', 'r' || g, 'q'), 'a'))
+FROM generate_series(1, 3) g;
+SELECT pg_stat_get_xact_numscans('convctx.session'::regclass) - :seqscans AS session_seq_scans;
+COMMIT;
+-- the caller's setting is untouched
+SHOW enable_seqscan;
