@@ -78,6 +78,15 @@ static bool planning_keyed = false;
 static planner_hook_type prev_planner_hook = NULL;
 
 static PlannedStmt *
+NextPlanner(Query *parse, const char *query_string, int cursor_options,
+			ParamListInfo bound_params)
+{
+	if (prev_planner_hook)
+		return prev_planner_hook(parse, query_string, cursor_options, bound_params);
+	return standard_planner(parse, query_string, cursor_options, bound_params);
+}
+
+static PlannedStmt *
 KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
@@ -85,17 +94,13 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	int			nestlevel;
 
 	if (!planning_keyed)
-		return prev_planner_hook ?
-			prev_planner_hook(parse, query_string, cursor_options, bound_params) :
-			standard_planner(parse, query_string, cursor_options, bound_params);
+		return NextPlanner(parse, query_string, cursor_options, bound_params);
 
 	/* An error unwinds the nest level with the (sub)transaction. */
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	result = prev_planner_hook ?
-		prev_planner_hook(parse, query_string, cursor_options, bound_params) :
-		standard_planner(parse, query_string, cursor_options, bound_params);
+	result = NextPlanner(parse, query_string, cursor_options, bound_params);
 	AtEOXact_GUC(true, nestlevel);
 	return result;
 }
