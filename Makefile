@@ -5,7 +5,7 @@ EXTVERSION   = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION
 MODULE_big   = convctx
 OBJS         = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 DATA         = $(sort $(wildcard sql/convctx--*.sql))
-PG_CPPFLAGS  = -I$(srcdir)/src
+PG_CPPFLAGS  = -I$(srcdir)/src -DCONVCTX_VERSION=\"$(EXTVERSION)\"
 
 # pg_regress inputs are the sql/*.sql files that are not install scripts.
 REGRESS      = $(sort $(basename $(notdir $(filter-out sql/convctx--%,$(wildcard sql/*.sql)))))

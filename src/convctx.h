@@ -88,9 +88,9 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
  * finalized_at.
  */
 #define SESSION_COUNTS_MINUS_D \
-	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
 	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL)," \
-	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
 	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL" \
 	"       AND d.finalized_at IS NOT NULL)"
 
@@ -99,9 +99,9 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
  * before), returning replaced_by_turn_id and finalized_at.
  */
 #define SESSION_COUNTS_MINUS_REDACTED \
-	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
 	"     WHERE d.replaced_by_turn_id IS NULL)," \
-	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT count(*) FROM d" \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
 	"     WHERE d.replaced_by_turn_id IS NULL AND d.finalized_at IS NOT NULL)"
 
 /*
@@ -114,8 +114,8 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
 	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
 	"   FROM (SELECT tenant_id, session_id," \
-	"                count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
-	"                count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
+	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	"                                   AND finalized_at IS NOT NULL) AS answers" \
 	"           FROM d GROUP BY tenant_id, session_id) a" \
 	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
@@ -130,7 +130,7 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 	" sadj AS (UPDATE convctx.session_summary ss" \
 	"   SET covered_messages = ss.covered_messages OPERATOR(pg_catalog.-) a.msgs" \
 	"   FROM (SELECT d.tenant_id, d.session_id," \
-	"                count(*) OPERATOR(pg_catalog.+) count(d.finalized_at) AS msgs" \
+	"                pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(d.finalized_at) AS msgs" \
 	"           FROM d JOIN convctx.session_summary s2" \
 	"             ON s2.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
 	"            AND s2.session_id OPERATOR(pg_catalog.=) d.session_id" \
@@ -170,7 +170,6 @@ extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern int64 SpiFirstInt8(void);
-extern void PinSearchPath(void);
-extern void UnpinSearchPath(void);
+extern Oid	ConvctxNamespace(void);
 
 #endif							/* CONVCTX_H */

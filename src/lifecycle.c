@@ -71,7 +71,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"    AND EXISTS (SELECT 1 FROM d))" \
-	" SELECT count(*), max(turn_no) FROM d"
+	" SELECT pg_catalog.count(*), pg_catalog.max(turn_no) FROM d"
 
 #define TURN_EXISTS_SQL \
 	"SELECT 1 FROM convctx.turn" \
@@ -85,7 +85,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"    AND EXISTS (SELECT 1 FROM d))" \
-	" SELECT count(DISTINCT turn_no) FROM d"
+	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
 
 #define ERASE_LOCK_SQL \
 	"SELECT s.session_id FROM convctx.session s" \
@@ -104,7 +104,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  RETURNING t.tenant_id, t.session_id, t.turn_no, NULL::pg_catalog.timestamptz AS deleted_at," \
 	"            t.replaced_by_turn_id, t.finalized_at)," \
 	" d AS (SELECT * FROM r)," SESSION_COUNTS_ADJUST_D \
-	" SELECT count(*) FROM (SELECT DISTINCT session_id, turn_no FROM r) x"
+	" SELECT pg_catalog.count(*) FROM (SELECT DISTINCT session_id, turn_no FROM r) x"
 
 #define ERASE_CONTEXTS_SQL \
 	"DELETE FROM convctx.conversation_context c USING convctx.session_link l" \
@@ -136,7 +136,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  LIMIT $3))" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D \
-	" SELECT count(*) FROM d"
+	" SELECT pg_catalog.count(*) FROM d"
 
 /* $1 tenants, $2 sessions: delete the sessions left without turns, and their contexts */
 #define EMPTIED_SESSIONS_SQL \
@@ -151,7 +151,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" contexts AS (DELETE FROM convctx.conversation_context c USING gone g" \
 	"   WHERE c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING 1)" \
-	" SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM contexts)"
+	" SELECT (SELECT pg_catalog.count(*) FROM gone), (SELECT pg_catalog.count(*) FROM contexts)"
 
 /*
  * The sessions of the old turns are locked
@@ -165,7 +165,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	TENANT_FILTER \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
-	"   WHERE (s.tenant_id, s.session_id) IN (SELECT tenant_id, session_id FROM cand)" \
+	"   WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (SELECT tenant_id, session_id FROM cand)" \
 	"   FOR UPDATE SKIP LOCKED)," \
 	" d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"   SELECT c.tid FROM cand c JOIN locked l" \
@@ -181,7 +181,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) d.session_id" \
 	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
-	" SELECT count(*) FROM d"
+	" SELECT pg_catalog.count(*) FROM d"
 
 #define EXPIRED_CONTEXTS_SQL \
 	"DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \

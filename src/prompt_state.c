@@ -71,7 +71,7 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"INSERT INTO convctx.session_summary AS s" \
 	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
 	" SELECT $1, $2, $3, t.turn_no," \
-	"        (SELECT count(*) OPERATOR(pg_catalog.+) count(x.finalized_at) FROM convctx.turn x" \
+	"        (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(x.finalized_at) FROM convctx.turn x" \
 	"          WHERE x.tenant_id OPERATOR(pg_catalog.=) $1 AND x.session_id OPERATOR(pg_catalog.=) $2" \
 	"            AND x.deleted_at IS NULL AND x.replaced_by_turn_id IS NULL" \
 	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no)" \
@@ -103,8 +103,8 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"WITH win AS (SELECT turn_no, CASE WHEN finalized_at IS NULL THEN 1 ELSE 2 END AS msgs" \
 	"               FROM convctx.turn WHERE" LIVE_TURN \
 	"              ORDER BY turn_no DESC LIMIT $3)," \
-	" boundary AS (SELECT min(turn_no) AS turn_no FROM (" \
-	"               SELECT turn_no, sum(msgs) OVER (ORDER BY turn_no DESC) OPERATOR(pg_catalog.-) msgs AS newer" \
+	" boundary AS (SELECT pg_catalog.min(turn_no) AS turn_no FROM (" \
+	"               SELECT turn_no, pg_catalog.sum(msgs) OVER (ORDER BY turn_no DESC) OPERATOR(pg_catalog.-) msgs AS newer" \
 	"                 FROM win) w WHERE newer OPERATOR(pg_catalog.<) $3)" \
 	"SELECT t.turn_id, t.created_at, t.question_neutral, t.answer_neutral" \
 	"  FROM convctx.turn t, boundary b" \

@@ -42,6 +42,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -117,6 +118,7 @@ static const struct
 static struct
 {
 	bool		valid;
+	bool		trusted;		/* both indexes may be read directly */
 	Oid			relid;
 	Oid			indexid;
 	AttrNumber	attnum[RC_COUNT];
@@ -189,8 +191,8 @@ ColumnOfType(Relation rel, const char *table, const char *name, Oid type)
 }
 
 /*
- * Whether index is a plain (not partial) btree of relid on exactly the
- * nkeys (at most 3) columns given, in that order.
+ * Whether index is a plain (not partial, no expressions) btree of relid on
+ * exactly the nkeys (at most 3) columns given, in that order.
  */
 static bool
 IsBtreeOn(Relation index, Oid relid, int nkeys, AttrNumber key1, AttrNumber key2,
@@ -202,11 +204,43 @@ IsBtreeOn(Relation index, Oid relid, int nkeys, AttrNumber key1, AttrNumber key2
 	if (index->rd_index->indrelid != relid ||
 		index->rd_rel->relam != BTREE_AM_OID ||
 		IndexRelationGetNumberOfKeyAttributes(index) != nkeys ||
-		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL) ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
 		return false;
 	for (k = 0; k < nkeys; k++)
 		if (index->rd_index->indkey.values[k] != keys[k])
 			return false;
+	return true;
+}
+
+/*
+ * Whether the direct read may trust index: it is valid, ready and live
+ * (an index left by a failed CREATE INDEX CONCURRENTLY is none of these
+ * and may miss rows), and each key column uses its type's default btree
+ * operator class and the column's own collation, so that the index order
+ * is the one the scan keys and the SQL query assume. When not, the read
+ * goes through SQL, where the planner makes the same decisions.
+ */
+static bool
+IndexTrusted(Relation index, Relation rel)
+{
+	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	int			k;
+
+	if (!index->rd_index->indisvalid || !index->rd_index->indisready ||
+		!index->rd_index->indislive)
+		return false;
+	for (k = 0; k < nkeys; k++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
+											  index->rd_index->indkey.values[k] - 1);
+
+		if (index->rd_opcintype[k] != att->atttypid ||
+			index->rd_indcollation[k] != att->attcollation ||
+			index->rd_opfamily[k] !=
+			get_opclass_family(GetDefaultOpClass(att->atttypid, BTREE_AM_OID)))
+			return false;
+	}
 	return true;
 }
 
@@ -218,7 +252,7 @@ IsBtreeOn(Relation index, Oid relid, int nkeys, AttrNumber key1, AttrNumber key2
 static void
 TurnRelsLookup(void)
 {
-	Oid			nsp = get_namespace_oid("convctx", false);
+	Oid			nsp = ConvctxNamespace();
 	Relation	rel;
 	Relation	index;
 	int			c;
@@ -245,6 +279,7 @@ TurnRelsLookup(void)
 	if (!IsBtreeOn(index, turn_rels.relid, 3, turn_rels.attnum[RC_TENANT_ID],
 				   turn_rels.attnum[RC_SESSION_ID], turn_rels.attnum[RC_TURN_NO]))
 		ReportWrongShape("convctx.turn");
+	turn_rels.trusted = IndexTrusted(index, rel);
 
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
@@ -262,6 +297,7 @@ TurnRelsLookup(void)
 	if (!IsBtreeOn(index, turn_rels.session_relid, 2, turn_rels.session_tenant_attnum,
 				   turn_rels.session_session_attnum, InvalidAttrNumber))
 		ReportWrongShape("convctx.session");
+	turn_rels.trusted = turn_rels.trusted && IndexTrusted(index, rel);
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
 
@@ -459,7 +495,6 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	rt->count = 0;
 	rt->values = NULL;
 	rt->nulls = NULL;
-	PinSearchPath();
 
 	/* Open by the cached OIDs; a lock may bring an invalidation: redo. */
 	for (;;)
@@ -485,7 +520,8 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 		table_close(rel, NoLock);
 	}
 
-	if (pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+	if (turn_rels.trusted &&
+		pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&
 		check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED)
@@ -497,7 +533,6 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	index_close(index, NoLock);
 	table_close(srel, NoLock);
 	table_close(rel, NoLock);
-	UnpinSearchPath();
 }
 
 PG_FUNCTION_INFO_V1(convctx_recent_turns);

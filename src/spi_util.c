@@ -6,9 +6,11 @@
  * A kept plan is a cached plan source: PostgreSQL re-analyzes it when the
  * objects it uses change (for instance after DROP and CREATE EXTENSION in
  * the same backend), so the cache never needs explicit invalidation.
- * Every statement is written with schema-qualified names and operators,
- * so that what it means never depends on a search_path (the functions pin
- * theirs as well).
+ * Every statement is written with schema-qualified names, functions,
+ * aggregates and operators, so that what it means never depends on a
+ * search_path; the functions pin theirs to pg_catalog, pg_temp as well
+ * (SET in their definitions), which does not contain schema convctx, so
+ * nothing planted there can be picked up by name.
  *
  * A generic plan is made once and kept until an invalidation (an ANALYZE,
  * say), so a plan chosen from the statistics of a small table stays for
@@ -29,17 +31,31 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "optimizer/planner.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/plancache.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "convctx.h"
+
+static bool catalog_checked = false;
+static void CatalogCheck(void);
 
 /*
  * Return the plan cached in *cache, preparing and keeping it on first use.
@@ -48,6 +64,8 @@
 SPIPlanPtr
 SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
+	if (!catalog_checked)
+		CatalogCheck();
 	if (*cache == NULL)
 	{
 		/*
@@ -69,12 +87,13 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * Whether plans made now are for a keyed statement of ours. Set around
- * SPI_execute_plan, which (re)plans inside when the kept plan was
- * invalidated; it stays set for code the statement runs, which the GUC
- * nest level it replaces covered as well.
+ * The source text of the keyed statement being executed, or NULL. Set
+ * around SPI_execute_plan, which (re)plans inside when the kept plan was
+ * invalidated; the hook compares it with the text it is asked to plan (the
+ * plan source's own copy, so a pointer comparison), so only that statement
+ * is planned without sequential scans.
  */
-static bool planning_keyed = false;
+static const char *keyed_query = NULL;
 static planner_hook_type prev_planner_hook = NULL;
 
 static PlannedStmt *
@@ -93,7 +112,12 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	PlannedStmt *result;
 	int			nestlevel;
 
-	if (!planning_keyed)
+	/*
+	 * Only the statement itself: a foreign-key check or anything else that
+	 * is planned while it runs has another source text and is planned as
+	 * the session would plan it.
+	 */
+	if (keyed_query == NULL || query_string != keyed_query)
 		return NextPlanner(parse, query_string, cursor_options, bound_params);
 
 	/* An error unwinds the nest level with the (sub)transaction. */
@@ -105,13 +129,91 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	return result;
 }
 
-/* Oid of schema convctx, looked up once and forgotten when any schema changes. */
+/*
+ * Whether the catalog this library runs on was checked (CatalogCheck):
+ * forgotten when any schema changes, checked again before the next
+ * statement.
+ */
 static Oid	convctx_namespace = InvalidOid;
 
 static void
 NamespaceInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
+	catalog_checked = false;
 	convctx_namespace = InvalidOid;
+}
+
+/*
+ * Check that the objects the statements name are the extension's own, in
+ * the version this library was built for:
+ *	- extension convctx is installed in this database;
+ *	- its version is the library's (a library of another version would
+ *	  read and write tables of another shape); during CREATE or ALTER
+ *	  EXTENSION the scripts in between may run;
+ *	- the schema named convctx, which every statement names, is the
+ *	  extension's schema, not one created under that name after the
+ *	  extension's schema was renamed.
+ * ERROR 55000 otherwise. The result is kept until a schema changes.
+ */
+static void
+CatalogCheck(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			ext_namespace = InvalidOid;
+	char	   *ext_version = NULL;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("convctx"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		version = heap_getattr(tup, Anum_pg_extension_extversion,
+										   RelationGetDescr(rel), &isnull);
+
+		ext_namespace = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		ext_version = isnull ? pstrdup("") : TextDatumGetCString(version);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(ext_namespace))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("extension \"convctx\" is not installed in this database"),
+				errhint("Run CREATE EXTENSION convctx."));
+	if (!creating_extension && strcmp(ext_version, CONVCTX_VERSION) != 0)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("convctx library version %s does not match the installed extension version %s",
+					   CONVCTX_VERSION, ext_version),
+				errhint("Run ALTER EXTENSION convctx UPDATE."));
+	if (get_namespace_oid("convctx", true) != ext_namespace)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("schema \"convctx\" is not the schema of extension \"convctx\""),
+				errdetail("The extension's schema is \"%s\".",
+						  get_namespace_name(ext_namespace)),
+				errhint("Rename the schemas back; convctx's statements name schema convctx."));
+	convctx_namespace = ext_namespace;
+	catalog_checked = true;
+}
+
+/*
+ * The OID of schema convctx, checked to be the extension's (CatalogCheck),
+ * for the code that opens relations by name.
+ */
+Oid
+ConvctxNamespace(void)
+{
+	if (!catalog_checked)
+		CatalogCheck();
+	return convctx_namespace;
 }
 
 /* From _PG_init. */
@@ -123,21 +225,32 @@ SpiInit(void)
 	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceInvalidate, (Datum) 0);
 }
 
+/* The source text the plan cache hands the planner for a kept plan. */
+static const char *
+PlanQueryString(SPIPlanPtr plan)
+{
+	List	   *sources = SPI_plan_get_plan_sources(plan);
+
+	return sources != NIL ? ((CachedPlanSource *) linitial(sources))->query_string : NULL;
+}
+
 static int
 SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	   long count, int expected_rc, bool keyed)
 {
-	bool		outer = planning_keyed;
+	const char *outer = keyed_query;
 	int			rc;
 
-	planning_keyed = keyed;
+	if (!catalog_checked)
+		CatalogCheck();
+	keyed_query = keyed ? PlanQueryString(plan) : NULL;
 	PG_TRY();
 	{
 		rc = SPI_execute_plan(plan, values, nulls, read_only, count);
 	}
 	PG_FINALLY();
 	{
-		planning_keyed = outer;
+		keyed_query = outer;
 	}
 	PG_END_TRY();
 
@@ -179,43 +292,4 @@ SpiFirstInt8(void)
 		return 0;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
-}
-
-/*
- * Pin the search path to pg_catalog, convctx, then the session's temporary
- * schema (when it has one) for the rest of the call, as SET search_path =
- * pg_catalog, convctx, pg_temp in a function's definition does. The
- * per-request SECURITY DEFINER functions (start_turn, finalize_turn,
- * recent_turns, recent_turns_json) pin it this way instead: with SET, each
- * call saves, parses, assigns and restores the setting and recomputes the
- * search path as the owner and again as the caller, in PostgreSQL 15 about
- * 4% of the instructions of a turn and 5% of its throughput. The path is
- * the same as SET's, so a plan kept under one matches under the other (no
- * re-planning when functions of both kinds share a statement). An error
- * pops it with the (sub)transaction; otherwise UnpinSearchPath pops it.
- */
-void
-PinSearchPath(void)
-{
-	OverrideSearchPath path;
-	Oid			temp_namespace;
-	Oid			temp_toast_namespace;
-
-	if (!OidIsValid(convctx_namespace))
-		convctx_namespace = get_namespace_oid("convctx", false);
-	path.schemas = list_make2_oid(PG_CATALOG_NAMESPACE, convctx_namespace);
-	GetTempNamespaceState(&temp_namespace, &temp_toast_namespace);
-	if (OidIsValid(temp_namespace))
-		path.schemas = lappend_oid(path.schemas, temp_namespace);
-	path.addCatalog = false;	/* it is first already */
-	path.addTemp = false;		/* it is last, if anywhere */
-	path.generation = 0;
-	PushOverrideSearchPath(&path);
-	list_free(path.schemas);
-}
-
-void
-UnpinSearchPath(void)
-{
-	PopOverrideSearchPath();
 }

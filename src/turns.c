@@ -393,7 +393,7 @@ SessionHasSummaryMark(void)
 		summary_mark.callback_registered = true;
 	}
 
-	relid = get_relname_relid("session", get_namespace_oid("convctx", false));
+	relid = get_relname_relid("session", ConvctxNamespace());
 	if (!OidIsValid(relid))
 		return false;			/* the statement that follows reports it */
 	LockRelationOid(relid, RowExclusiveLock);
@@ -513,7 +513,6 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 
 	/* Allocated before SPI_connect: it is returned after SPI_finish. */
 	turn_id = NewTurnId();
-	PinSearchPath();
 	SPI_connect();
 
 	/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
@@ -560,7 +559,6 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 		if (existing != NULL)
 		{
 			SPI_finish();
-			UnpinSearchPath();
 			PG_RETURN_UUID_P(existing);
 		}
 	}
@@ -609,7 +607,6 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	}
 
 	SPI_finish();
-	UnpinSearchPath();
 	PG_RETURN_UUID_P(turn_id);
 }
 
@@ -713,7 +710,6 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	nulls[5] = PG_ARGISNULL(4) ? 'n' : ' ';
 	values[6] = PlanArg(metadata, &nulls[6]);
 
-	PinSearchPath();
 	SPI_connect();
 	if (SessionHasSummaryMark())
 	{
@@ -754,7 +750,6 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	if (!finalized)
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
 	SPI_finish();
-	UnpinSearchPath();
 
 	PG_RETURN_VOID();
 }
