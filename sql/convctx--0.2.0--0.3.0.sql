@@ -50,16 +50,16 @@ BEGIN
     -- Every object in the schema must be a member of the extension, or
     -- belong to one (an index, a row type, a sequence owned by a column).
     SELECT pg_catalog.string_agg(o.descr, ', ' ORDER BY o.descr) INTO foreign_objects
-      FROM (SELECT 'pg_catalog.pg_class'::pg_catalog.regclass AS cls, c.oid, 'relation ' OPERATOR(pg_catalog.||) c.relname AS descr
+      FROM (SELECT 'pg_catalog.pg_class'::pg_catalog.regclass AS cls, c.oid, 'relation convctx.' OPERATOR(pg_catalog.||) c.relname AS descr
               FROM pg_catalog.pg_class c WHERE c.relnamespace OPERATOR(pg_catalog.=) nsp
             UNION ALL
-            SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, 'function ' OPERATOR(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text
+            SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, pg_catalog.format('function convctx.%s(%s)', p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid))
               FROM pg_catalog.pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) nsp
             UNION ALL
-            SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid, 'type ' OPERATOR(pg_catalog.||) t.typname
+            SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid, 'type convctx.' OPERATOR(pg_catalog.||) t.typname
               FROM pg_catalog.pg_type t WHERE t.typnamespace OPERATOR(pg_catalog.=) nsp
             UNION ALL
-            SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, o.oid, 'operator ' OPERATOR(pg_catalog.||) o.oid::pg_catalog.regoperator::pg_catalog.text
+            SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, o.oid, 'operator convctx.' OPERATOR(pg_catalog.||) o.oprname
               FROM pg_catalog.pg_operator o WHERE o.oprnamespace OPERATOR(pg_catalog.=) nsp
             UNION ALL
             SELECT 'pg_catalog.pg_collation'::pg_catalog.regclass, x.oid, 'collation ' OPERATOR(pg_catalog.||) x.collname
