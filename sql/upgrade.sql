@@ -45,57 +45,84 @@ DROP EXTENSION convctx;
 CREATE EXTENSION convctx VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'convctx';
 
--- data of two tenants, through the 0.1.0 API
+-- This library runs only on the catalog of its own version: on the tables
+-- of 0.1.0 it refuses, and says what to do, rather than read or write rows
+-- of another shape.
 SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('s1', 'r1', 'Q1');
+
+-- data of two tenants as the 0.1.0 API stored it: three turns of a
+-- session, the second corrected, the third redacted; the session linked,
+-- with a context, a summary of its first turn and a retrieval record; a
+-- second session whose summary covers a turn finalized after it; another
+-- tenant using the same ids
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
-INSERT INTO ids SELECT 't1', convctx.start_turn('s1', 'r1', 'Q1', meta => '{"channel": "web"}');
-INSERT INTO ids SELECT 't2', convctx.start_turn('s1', 'r2', 'Q2');
-INSERT INTO ids SELECT 't3', convctx.start_turn('s1', 'r3', 'Q3 secret');
-SELECT convctx.finalize_turn('s1', id, 'A' || substr(name, 2)) FROM ids ORDER BY name;
-INSERT INTO ids SELECT 't2v2', convctx.replace_turn('s1', (SELECT id FROM ids WHERE name = 't2'), 'A2 corrected');
-SELECT convctx.redact_turn('s1', (SELECT id FROM ids WHERE name = 't3'));
-SELECT convctx.link_session('user-1', 's1');
-SELECT convctx.context_add('s1', ARRAY['n1', 'n2']) IS NOT NULL AS context_added;
-SELECT convctx.set_summary('s1', 'they talked', (SELECT id FROM ids WHERE name = 't1'));
-SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 't1'),
-                                '[{"id": "c1", "text": "chunk one"}]', '[{"id": "c1"}]');
--- a turn the summary covers, finalized after it: its answer is counted
-INSERT INTO ids SELECT 'late', convctx.start_turn('s2', 'r1', 'Q late');
-SELECT convctx.set_summary('s2', 'a question so far', (SELECT id FROM ids WHERE name = 'late'));
-SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'late'), 'A late');
-SELECT covered_messages FROM convctx.session_summary WHERE session_id = 's2';
-SET convctx.tenant = 'globex';
-INSERT INTO ids SELECT 'g1', convctx.start_turn('s1', 'r1', 'globex Q1');
-SELECT convctx.finalize_turn('s1', (SELECT id FROM ids WHERE name = 'g1'), 'globex A1');
+INSERT INTO ids VALUES ('t1', '00000000-0000-4000-8000-000000000001'),
+                       ('t2', '00000000-0000-4000-8000-000000000002'),
+                       ('t3', '00000000-0000-4000-8000-000000000003'),
+                       ('t2v2', '00000000-0000-4000-8000-000000000004'),
+                       ('late', '00000000-0000-4000-8000-000000000005'),
+                       ('g1', '00000000-0000-4000-8000-000000000006');
+INSERT INTO convctx.session (tenant_id, session_id, identity_id, last_turn_no, live_turns, live_answers)
+VALUES ('acme', 's1', 'user-1', 3, 2, 2), ('acme', 's2', NULL, 1, 1, 1), ('globex', 's1', NULL, 1, 1, 1);
+INSERT INTO convctx.session_link (tenant_id, session_id, identity_id) VALUES ('acme', 's1', 'user-1');
+INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, identity_id, finalized_at,
+                          question_neutral, answer_neutral, metadata, record_version, replaced_by_turn_id, deleted_at)
+SELECT 'acme', 's1', (SELECT id FROM ids WHERE name = 't1'), 1, 'r1', 'user-1', now(), 'Q1', 'A1', '{"channel": "web"}'::jsonb, 1, NULL::uuid, NULL::timestamptz
+UNION ALL SELECT 'acme', 's1', (SELECT id FROM ids WHERE name = 't2'), 2, 'r2', 'user-1', now(), 'Q2', 'A2', NULL, 1,
+                 (SELECT id FROM ids WHERE name = 't2v2'), NULL
+UNION ALL SELECT 'acme', 's1', (SELECT id FROM ids WHERE name = 't2v2'), 2, 'r2', 'user-1', now(), 'Q2', 'A2 corrected', NULL, 2, NULL, NULL
+UNION ALL SELECT 'acme', 's1', (SELECT id FROM ids WHERE name = 't3'), 3, 'r3', 'user-1', now(), NULL, NULL, NULL, 1, NULL, now()
+UNION ALL SELECT 'acme', 's2', (SELECT id FROM ids WHERE name = 'late'), 1, 'r1', NULL, now(), 'Q late', 'A late', NULL, 1, NULL, NULL
+UNION ALL SELECT 'globex', 's1', (SELECT id FROM ids WHERE name = 'g1'), 1, 'r1', NULL, now(), 'globex Q1', 'globex A1', NULL, 1, NULL, NULL;
+INSERT INTO convctx.conversation_context (tenant_id, conversation_id, context_json)
+VALUES ('acme', 's1', '{"activeNodeIds": ["n1", "n2"]}');
+INSERT INTO convctx.session_summary (tenant_id, session_id, summary, through_turn_no, covered_messages)
+VALUES ('acme', 's1', 'they talked', 1, 2), ('acme', 's2', 'a question so far', 1, 2);
+INSERT INTO convctx.turn_retrieval (tenant_id, session_id, turn_no, chunks, citations)
+VALUES ('acme', 's1', 1, '[{"id": "c1", "text": "chunk one"}]', '[{"id": "c1", "text": "chunk one"}]');
+INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, inferred_context)
+VALUES ('acme', 's1', 2, '[{"id": "year", "question": "Which year?", "type": "text"}]', '{"scope": "vat"}');
+INSERT INTO convctx.audit_log (tenant_id, action, session_id, details)
+VALUES ('acme', 'redact_turn', 's1', '{"turns": 1}');
 RESET convctx.tenant;
 
--- every stored row, as one fingerprint per table
+-- 0.2.0: the summary mark in the session row, and roles bound to tenants
+-- (by OID there) and granted what an installation grants
+ALTER EXTENSION convctx UPDATE TO '0.2.0';
+SELECT extversion FROM pg_extension WHERE extname = 'convctx';
+CREATE ROLE upgrade_app_acme IN ROLE convctx_app;
+CREATE ROLE upgrade_admin_acme IN ROLE convctx_admin;
+CREATE ROLE upgrade_reporting;
+GRANT EXECUTE ON FUNCTION convctx.recent_turns(text, integer) TO upgrade_reporting;
+INSERT INTO convctx.role_tenant (role_id, tenant_id, role_name)
+VALUES ('upgrade_app_acme', 'acme', 'upgrade_app_acme'), ('upgrade_admin_acme', 'acme', 'upgrade_admin_acme');
+
+-- every stored row, as one fingerprint per table over the columns the
+-- table has now (columns added by the update do not count)
+CREATE FUNCTION pg_temp.fingerprint(t regclass, keys text[], OUT n bigint, OUT h text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SELECT count(*), md5(string_agg(j::text, ''|'' ORDER BY j::text))
+                    FROM (SELECT (SELECT jsonb_object_agg(k, v) FROM jsonb_each(to_jsonb(x)) e(k, v)
+                                   WHERE k = ANY ($1)) AS j FROM %s x) s', t)
+       INTO n, h USING keys;
+END $$;
 CREATE TEMP TABLE before_update AS
-SELECT 'turn' AS t, count(*) AS n, md5(string_agg(x::text, '|' ORDER BY x::text)) AS h FROM convctx.turn x
-UNION ALL SELECT 'session', count(*), md5(string_agg((to_jsonb(x) - 'summary_through_turn_no')::text, '|' ORDER BY x::text)) FROM convctx.session x
-UNION ALL SELECT 'session_link', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_link x
-UNION ALL SELECT 'conversation_context', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.conversation_context x
-UNION ALL SELECT 'session_summary', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_summary x
-UNION ALL SELECT 'turn_retrieval', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.turn_retrieval x
-UNION ALL SELECT 'audit_log', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.audit_log x;
+SELECT c.relname AS t, f.n, f.h, k.keys
+FROM pg_class c
+CROSS JOIN LATERAL (SELECT array_agg(attname::text) AS keys FROM pg_attribute
+                    WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped) k
+CROSS JOIN LATERAL pg_temp.fingerprint(c.oid, k.keys) f
+WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r' AND c.relname <> 'role_tenant';
 
 ALTER EXTENSION convctx UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'convctx';
 
 -- the data came through unchanged
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows
-FROM before_update b
-JOIN (SELECT 'turn' AS t, count(*) AS n, md5(string_agg(x::text, '|' ORDER BY x::text)) AS h FROM convctx.turn x
-      UNION ALL SELECT 'session', count(*), md5(string_agg((to_jsonb(x) - 'summary_through_turn_no')::text, '|' ORDER BY x::text)) FROM convctx.session x
-      UNION ALL SELECT 'session_link', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_link x
-      UNION ALL SELECT 'conversation_context', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.conversation_context x
-      UNION ALL SELECT 'session_summary', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.session_summary x
-      UNION ALL SELECT 'turn_retrieval', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.turn_retrieval x
-      UNION ALL SELECT 'audit_log', count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.audit_log x) a
-  USING (t)
+FROM before_update b CROSS JOIN LATERAL pg_temp.fingerprint(('convctx.' || b.t)::regclass, b.keys) a
 ORDER BY b.t;
--- 0.2.0 keeps the summary's reach in the session row too
-SELECT tenant_id, session_id, summary_through_turn_no FROM convctx.session ORDER BY 1, 2;
 
 -- the API works on the upgraded data: a retry finds its turn, reads see
 -- the correction and not the tombstone, the tenants stay apart
@@ -118,15 +145,21 @@ SET convctx.tenant = 'globex';
 SELECT question_neutral, answer_neutral FROM convctx.recent_turns('s1');
 RESET convctx.tenant;
 
--- what 0.2.0 added works on the upgraded install
-CREATE ROLE upgrade_app_acme IN ROLE convctx_app;
-SELECT convctx.bind_role_tenant('upgrade_app_acme', 'acme');
+-- the bindings and grants came through: the bound roles act for their
+-- tenant, the extra grant is still there
 SET ROLE upgrade_app_acme;
 SELECT convctx.current_tenant();
 SELECT count(*) AS acme_turns_seen_by_bound_role FROM convctx.recent_turns('s1', 100);
 RESET ROLE;
-SELECT convctx.unbind_role_tenant('upgrade_app_acme');
-DROP ROLE upgrade_app_acme;
+SET ROLE upgrade_admin_acme;
+SELECT convctx.current_tenant();
+SELECT convctx.redact_session('s3') AS redacted_by_bound_admin;
+RESET ROLE;
+SELECT has_function_privilege('upgrade_reporting', 'convctx.recent_turns(text, integer)', 'EXECUTE') AS reporting_keeps_its_grant,
+       pg_has_role('upgrade_app_acme', 'convctx_app', 'MEMBER') AS app_keeps_its_role;
+SELECT convctx.unbind_role_tenant('upgrade_app_acme'), convctx.unbind_role_tenant('upgrade_admin_acme');
+REVOKE ALL ON FUNCTION convctx.recent_turns(text, integer) FROM upgrade_reporting;
+DROP ROLE upgrade_app_acme, upgrade_admin_acme, upgrade_reporting;
 
 -- and the catalog is exactly that of a fresh install
 CREATE TEMP TABLE upgraded_catalog AS SELECT * FROM catalog_state;
