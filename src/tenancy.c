@@ -378,7 +378,7 @@ BoundTenant(void)
 				errmsg("role \"%s\" is not bound to a tenant", role),
 				errdetail("In database \"%s\" only superusers and roles bound to a tenant, or to every tenant, act for a tenant.",
 						  db ? db : "?"),
-				errhint("A superuser binds it with SELECT convctx.bind_role_tenant(%s, 'tenant'); ('' is the tenant of a single-tenant database).",
+				errhint("Bind it as a superuser: SELECT convctx.bind_role_tenant(%s, 'tenant'); '' is the tenant of a single-tenant database.",
 						quote_literal_cstr(role)));
 	}
 	return binding_tenant;
