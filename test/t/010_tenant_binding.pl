@@ -13,7 +13,8 @@
 #    replicated binding at its next transaction; a binding of a role the
 #    subscriber lacks does not stop replication of other rows and tables;
 #  - bindings hold names, never OIDs: a renamed role is unbound, and a
-#    binding never follows an OID to another role.
+#    binding never follows an OID to another role;
+#  - the update from 0.2.0 carries bindings over by name.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -258,6 +259,34 @@ is($sub->safe_psql('app', q{SELECT count(*) FROM convctx.conversation_context WH
 like($err, qr/not bound/, 'and of other rows: ivan\'s replicated unbinding is seen');
 $sbg->quit;
 $sub->stop;
+
+# ---------------------------------------------------------------------------
+# Upgrade from 0.2.0: bindings keyed by regrole become bindings by name
+# ---------------------------------------------------------------------------
+# A live binding keeps its name; a stale one (its role renamed or dropped:
+# in 0.2.0 it bound nobody) keeps its name too, unless that name now belongs
+# to another role or binding, where it would bind a role that was never
+# bound: then it is dropped with a warning.
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', q{
+    CREATE EXTENSION convctx VERSION '0.2.0';
+    CREATE ROLE u_live; CREATE ROLE u_renamed; CREATE ROLE u_dropped; CREATE ROLE u_reused;
+    INSERT INTO convctx.role_tenant (role_id, tenant_id, role_name) SELECT r::regrole, t, r
+    FROM (VALUES ('u_live', 'A'), ('u_renamed', 'B'), ('u_dropped', 'C'), ('u_reused', 'D')) v(r, t);
+    ALTER ROLE u_renamed RENAME TO u_renamed_new;
+    DROP ROLE u_dropped;
+    ALTER ROLE u_reused RENAME TO u_reused_old;
+    CREATE ROLE u_reused;
+});
+my ($rc_up, $out_up, $err_up) = $node->psql('old', q{ALTER EXTENSION convctx UPDATE TO '0.3.0'});
+is($rc_up, 0, 'the update from 0.2.0 succeeds');
+like($err_up, qr/WARNING:  stale binding of role "u_reused" to tenant "D" removed/,
+    'a stale binding whose name now belongs to another role is dropped, with a warning');
+is($node->safe_psql('old', q{
+    SELECT string_agg(role_name || '=' || tenant_id || ':' || role_exists, ',' ORDER BY role_name)
+      FROM convctx.bindings()}),
+   'u_dropped=C:false,u_live=A:true,u_renamed=B:false', 'the other bindings are kept by name');
+$node->safe_psql('postgres', 'DROP ROLE u_live, u_renamed_new, u_reused, u_reused_old');
 
 $node->stop;
 done_testing();
