@@ -771,7 +771,8 @@ RESET ROLE;
 -- plain DML on role_tenant is not audited: it is the superuser's own doing)
 SELECT tbl, r ->> 'action' AS action, r -> 'details' AS details
 FROM ((SELECT * FROM pg_temp.tenant_rows('B') EXCEPT ALL SELECT * FROM b_snapshot)
-      UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d;
+      UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d
+ORDER BY 1, 2, 3;
 DELETE FROM b_snapshot;
 INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
 
