@@ -126,6 +126,360 @@ COMMENT ON COLUMN convctx.audit_log.acting_role IS
 
 -- (tenancy)
 
+-- Bindings name roles by name: a dump, a restore and logical replication
+-- carry names, a row whose role does not exist binds nobody and breaks
+-- nothing else, and a stale binding can never land on whatever role holds
+-- an OID later. tenant_id NULL binds a role to every tenant.
+--
+-- Migration of the rows of 0.2.0 (role_id regrole, role_name = the name
+-- it was bound under): a row whose role still has that name keeps it. A
+-- stale row (its role renamed or dropped; in 0.2.0 it bound nobody) keeps
+-- the name too, unless another role now holds that name or another row
+-- claims it: then it would bind a role that was never bound, so it is
+-- dropped with a warning.
+DROP POLICY tenant_isolation ON convctx.role_tenant;
+ALTER TABLE convctx.role_tenant DROP CONSTRAINT role_tenant_pkey;
+DO $migrate$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT b.ctid AS row_ctid, b.role_name, b.tenant_id
+        FROM convctx.role_tenant b
+        WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles o
+                          WHERE o.oid OPERATOR(pg_catalog.=) b.role_id::pg_catalog.oid
+                            AND o.rolname OPERATOR(pg_catalog.=) b.role_name)
+          AND (EXISTS (SELECT FROM pg_catalog.pg_roles n
+                       WHERE n.rolname OPERATOR(pg_catalog.=) b.role_name)
+               OR EXISTS (SELECT FROM convctx.role_tenant b2
+                          WHERE b2.role_name OPERATOR(pg_catalog.=) b.role_name
+                            AND b2.ctid OPERATOR(pg_catalog.<>) b.ctid
+                            AND (b2.bound_at OPERATOR(pg_catalog.>) b.bound_at
+                                 OR (b2.bound_at OPERATOR(pg_catalog.=) b.bound_at
+                                     AND b2.ctid OPERATOR(pg_catalog.>) b.ctid))))
+    LOOP
+        RAISE WARNING 'stale binding of role "%" to tenant "%" removed', r.role_name, r.tenant_id
+            USING DETAIL = 'The role it was made for was renamed or dropped, and the name now belongs to another role or binding.';
+        DELETE FROM convctx.role_tenant WHERE ctid OPERATOR(pg_catalog.=) r.row_ctid;
+    END LOOP;
+END
+$migrate$;
+ALTER TABLE convctx.role_tenant DROP COLUMN role_id;
+ALTER TABLE convctx.role_tenant ALTER COLUMN tenant_id DROP NOT NULL;
+ALTER TABLE convctx.role_tenant ALTER COLUMN role_name TYPE text COLLATE "C";
+ALTER TABLE convctx.role_tenant ADD CONSTRAINT role_tenant_pkey PRIMARY KEY (role_name);
+ALTER TABLE convctx.role_tenant ADD CONSTRAINT role_tenant_role_name_not_empty
+    CHECK (role_name OPERATOR(pg_catalog.<>) '');
+
+COMMENT ON TABLE convctx.role_tenant IS
+    'roles bound to a tenant (or to every tenant): such a role, and every role that is a member of it, acts for that tenant; other non-superuser roles act for none';
+COMMENT ON COLUMN convctx.role_tenant.role_name IS
+    'the bound role, by name: a row whose role does not exist (dropped, renamed, missing where the dump was restored) binds nobody; see convctx.unresolved_bindings()';
+COMMENT ON COLUMN convctx.role_tenant.tenant_id IS
+    'the tenant the role acts for; NULL: every tenant, named per request by convctx.tenant';
+-- (row-level security stays enabled, with no policy: whoever is granted the
+-- table anyway sees no row of it)
+
+-- Every change, by whatever route, reaches the sessions that cached a
+-- binding: the functions below, plain DML, COPY, TRUNCATE, and logical
+-- replication (its apply worker fires row triggers only, and only ENABLE
+-- ALWAYS or REPLICA ones).
+CREATE FUNCTION convctx.role_tenant_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'convctx_role_tenant_changed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.role_tenant_changed() IS
+    'trigger on convctx.role_tenant: makes every session read the bindings again at its next transaction';
+
+CREATE TRIGGER role_tenant_changed
+    AFTER INSERT OR UPDATE OR DELETE ON convctx.role_tenant
+    FOR EACH ROW EXECUTE FUNCTION convctx.role_tenant_changed();
+CREATE TRIGGER role_tenant_truncated
+    AFTER TRUNCATE ON convctx.role_tenant
+    FOR EACH STATEMENT EXECUTE FUNCTION convctx.role_tenant_changed();
+ALTER TABLE convctx.role_tenant ENABLE ALWAYS TRIGGER role_tenant_changed;
+ALTER TABLE convctx.role_tenant ENABLE ALWAYS TRIGGER role_tenant_truncated;
+
+-- The binding functions take the role's name (a regrole argument cannot
+-- name a role that no longer exists, and an unbinding must reach it).
+DROP FUNCTION convctx.bind_role_tenant(regrole, text);
+DROP FUNCTION convctx.unbind_role_tenant(regrole);
+
+CREATE FUNCTION convctx.bind_role_tenant(role text, tenant text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_bind_role_tenant_0_3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.bind_role_tenant(text, text) IS
+    'bind a role (by name; and its members) to a tenant, replacing an earlier binding; '''' is the tenant of a single-tenant database; only superusers and roles bound to every tenant may call it; audited';
+
+CREATE FUNCTION convctx.bind_role_all_tenants(role text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_bind_role_all_tenants'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.bind_role_all_tenants(text) IS
+    'bind a role (by name; and its members) to every tenant: it acts for the tenant convctx.tenant names (a service role behind a pooler, a platform administrator); only superusers and roles bound to every tenant may call it; audited';
+
+CREATE FUNCTION convctx.unbind_role_tenant(role text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_unbind_role_tenant_0_3'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.unbind_role_tenant(text) IS
+    'remove the binding (to a tenant or to every tenant) of a role, by name, also of a role that no longer exists; false when it had none; only superusers and roles bound to every tenant may call it; audited';
+
+COMMENT ON FUNCTION convctx.current_tenant() IS
+    'tenant the calling role acts for: its binding (convctx.tenant naming another tenant is an error); for superusers and roles bound to every tenant the setting convctx.tenant, else ''''; any other role: error 42501';
+
+------------------------------------------------------------------------------
+-- What administrators read. No role is granted the shared tables any more:
+-- with SELECT, row-level security hides other tenants' rows but not their
+-- planner estimates, ctids or sequence values. Administrators read through
+-- these functions, which run as the extension's owner and return the rows of
+-- the tenant the caller acts for (every tenant for superusers and roles bound
+-- to every tenant). The views over them plan as a Function Scan with a fixed
+-- row estimate, whatever the tables hold.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION convctx.admin_scope()
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_admin_scope'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION convctx.admin_scope() IS
+    'internal: the tenant whose rows the administrators'' read functions return, NULL for every tenant (superusers, roles bound to every tenant); 42501 for roles that act for no tenant';
+
+CREATE FUNCTION convctx.admin_sessions(only_session text DEFAULT NULL)
+RETURNS TABLE (tenant text, session_id text, identity_id text, turns bigint, finalized bigint,
+               redacted bigint, first_at timestamptz, last_at timestamptz, expires_at timestamptz)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT s.tenant_id::pg_catalog.text,
+       s.session_id::pg_catalog.text,
+       s.identity_id::pg_catalog.text,
+       COALESCE(t.turns, 0),
+       COALESCE(t.finalized, 0),
+       COALESCE(t.redacted, 0),
+       t.first_at,
+       s.last_activity_at,
+       CASE WHEN s.identity_id IS NULL
+            THEN s.last_activity_at OPERATOR(pg_catalog.+) r.session_ttl END
+FROM (SELECT convctx.admin_scope() AS tenant) scope
+JOIN convctx.session s
+  ON (scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant)
+ AND ($1 IS NULL OR s.session_id OPERATOR(pg_catalog.=) $1)
+LEFT JOIN LATERAL (
+    SELECT pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL) AS turns,
+           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL
+                                         AND u.finalized_at IS NOT NULL
+                                         AND u.deleted_at IS NULL) AS finalized,
+           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL
+                                         AND u.deleted_at IS NOT NULL) AS redacted,
+           pg_catalog.min(u.created_at) AS first_at
+    FROM convctx.turn u
+    WHERE u.tenant_id OPERATOR(pg_catalog.=) s.tenant_id
+      AND u.session_id OPERATOR(pg_catalog.=) s.session_id) t ON true
+CROSS JOIN convctx.retention_settings() r
+$$;
+
+COMMENT ON FUNCTION convctx.admin_sessions(text) IS
+    'sessions of the tenant the caller acts for (every tenant for superusers and roles bound to every tenant), or only the one named: identity, turns (current versions), finalized and redacted ones, first and last activity, expiry of anonymous sessions';
+
+CREATE FUNCTION convctx.admin_stats()
+RETURNS TABLE (tenant text, sessions bigint, anonymous_sessions bigint, linked_sessions bigint,
+               turns bigint, old_versions bigint, tombstones bigint, contexts bigint,
+               table_bytes numeric, index_bytes numeric)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+WITH scope AS (SELECT convctx.admin_scope() AS tenant),
+tenants AS (
+    SELECT s.tenant_id FROM convctx.session s, scope
+    WHERE scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+    UNION
+    SELECT c.tenant_id FROM convctx.conversation_context c, scope
+    WHERE scope.tenant IS NULL OR c.tenant_id OPERATOR(pg_catalog.=) scope.tenant),
+sessions AS (
+    SELECT s.tenant_id, pg_catalog.count(*) AS sessions,
+           pg_catalog.count(*) FILTER (WHERE s.identity_id IS NULL) AS anonymous_sessions,
+           pg_catalog.count(*) FILTER (WHERE s.identity_id IS NOT NULL) AS linked_sessions
+    FROM convctx.session s, scope
+    WHERE scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+    GROUP BY s.tenant_id),
+turns AS (
+    SELECT u.tenant_id,
+           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL) AS turns,
+           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NOT NULL) AS old_versions,
+           pg_catalog.count(*) FILTER (WHERE u.deleted_at IS NOT NULL
+                                         AND u.replaced_by_turn_id IS NULL) AS tombstones
+    FROM convctx.turn u, scope
+    WHERE scope.tenant IS NULL OR u.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+    GROUP BY u.tenant_id),
+contexts AS (
+    SELECT c.tenant_id, pg_catalog.count(*) AS contexts
+    FROM convctx.conversation_context c, scope
+    WHERE scope.tenant IS NULL OR c.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+    GROUP BY c.tenant_id),
+-- the sizes are of every tenant's rows together: only for callers that see
+-- every tenant
+sizes AS (
+    SELECT pg_catalog.sum(pg_catalog.pg_table_size(c.oid)) AS table_bytes,
+           pg_catalog.sum(pg_catalog.pg_indexes_size(c.oid)) AS index_bytes
+    FROM pg_catalog.pg_class c, scope
+    WHERE scope.tenant IS NULL
+      AND c.relnamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
+      AND c.relkind OPERATOR(pg_catalog.=) 'r')
+SELECT t.tenant_id::pg_catalog.text,
+       COALESCE(s.sessions, 0),
+       COALESCE(s.anonymous_sessions, 0),
+       COALESCE(s.linked_sessions, 0),
+       COALESCE(u.turns, 0),
+       COALESCE(u.old_versions, 0),
+       COALESCE(u.tombstones, 0),
+       COALESCE(c.contexts, 0),
+       z.table_bytes,
+       z.index_bytes
+FROM tenants t
+LEFT JOIN sessions s ON s.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+LEFT JOIN turns u ON u.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+LEFT JOIN contexts c ON c.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+CROSS JOIN sizes z
+$$;
+
+COMMENT ON FUNCTION convctx.admin_stats() IS
+    'per tenant the caller acts for (every tenant for superusers and roles bound to every tenant): sessions (anonymous, linked), turns, old versions, tombstones, contexts; table_bytes and index_bytes (all convctx tables together) only for callers that see every tenant, else NULL';
+
+CREATE FUNCTION convctx.admin_audit()
+RETURNS TABLE (tenant_id text, logged_at timestamptz, role_name text, acting_role text,
+               action text, session_id text, identity_id text, details jsonb)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 100
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT a.tenant_id::pg_catalog.text, a.logged_at, a.role_name, a.acting_role, a.action,
+       a.session_id, a.identity_id::pg_catalog.text, a.details
+FROM (SELECT convctx.admin_scope() AS tenant) scope
+JOIN convctx.audit_log a
+  ON scope.tenant IS NULL OR a.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+ORDER BY a.logged_at, a.audit_id
+$$;
+
+COMMENT ON FUNCTION convctx.admin_audit() IS
+    'the audit log of the tenant the caller acts for (every tenant for superusers and roles bound to every tenant), oldest first; without audit_id, whose sequence counts every tenant''s events';
+
+CREATE FUNCTION convctx.admin_session_turns(session_id text)
+RETURNS TABLE (turn_no bigint, record_version integer, turn_id uuid, request_id text,
+               identity_id text, created_at timestamptz, finalized_at timestamptz,
+               deleted_at timestamptz, replaced_by_turn_id uuid, pipeline_name text,
+               consultant text, repository text, translate_chat boolean,
+               question_neutral text, answer_neutral text, question_translated text,
+               answer_translated text, answer_translated_is_fallback boolean, metadata jsonb)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 20
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT t.turn_no, t.record_version, t.turn_id, t.request_id::pg_catalog.text,
+       t.identity_id::pg_catalog.text, t.created_at, t.finalized_at, t.deleted_at,
+       t.replaced_by_turn_id, t.pipeline_name, t.consultant, t.repository, t.translate_chat,
+       t.question_neutral, t.answer_neutral, t.question_translated, t.answer_translated,
+       t.answer_translated_is_fallback, t.metadata
+FROM convctx.turn t
+WHERE t.tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant()
+  AND t.session_id OPERATOR(pg_catalog.=) $1
+ORDER BY t.turn_no, t.record_version
+$$;
+
+COMMENT ON FUNCTION convctx.admin_session_turns(text) IS
+    'support read of a session of the tenant the caller acts for (convctx.current_tenant()): every turn with its old versions and tombstones, in order';
+
+CREATE FUNCTION convctx.bindings()
+RETURNS TABLE (role_name text, tenant_id text, all_tenants boolean, role_exists boolean,
+               bound_at timestamptz)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT b.role_name::pg_catalog.text, b.tenant_id::pg_catalog.text, b.tenant_id IS NULL,
+       EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) b.role_name),
+       b.bound_at
+FROM (SELECT convctx.admin_scope() AS tenant) scope
+JOIN convctx.role_tenant b
+  ON scope.tenant IS NULL OR b.tenant_id OPERATOR(pg_catalog.=) scope.tenant
+ORDER BY b.role_name
+$$;
+
+COMMENT ON FUNCTION convctx.bindings() IS
+    'the role bindings (of the caller''s tenant; every binding for superusers and roles bound to every tenant), whether their role exists';
+
+CREATE FUNCTION convctx.unresolved_bindings()
+RETURNS TABLE (role_name text, tenant_id text, bound_at timestamptz)
+LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT b.role_name, b.tenant_id, b.bound_at
+FROM convctx.bindings() b
+WHERE NOT b.role_exists
+ORDER BY b.role_name
+$$;
+
+COMMENT ON FUNCTION convctx.unresolved_bindings() IS
+    'bindings whose role does not exist in this cluster (dropped, renamed, or missing where a dump was restored or a binding replicated): they bind nobody until the role exists under that name or the binding is removed';
+
+-- The views keep their names and columns; they read through the functions.
+DROP VIEW convctx.sessions;
+DROP VIEW convctx.stats;
+
+CREATE VIEW convctx.sessions WITH (security_invoker = true) AS
+SELECT * FROM convctx.admin_sessions();
+CREATE VIEW convctx.stats WITH (security_invoker = true) AS
+SELECT * FROM convctx.admin_stats();
+CREATE VIEW convctx.audit WITH (security_invoker = true) AS
+SELECT * FROM convctx.admin_audit();
+
+COMMENT ON VIEW convctx.sessions IS
+    'convctx.admin_sessions(): sessions of the tenant the querying role acts for (every tenant for superusers and roles bound to every tenant)';
+COMMENT ON VIEW convctx.stats IS
+    'convctx.admin_stats(): per tenant the querying role acts for, sessions, turns, old versions, tombstones, contexts; sizes for callers that see every tenant';
+COMMENT ON VIEW convctx.audit IS
+    'convctx.admin_audit(): the audit log of the tenant the querying role acts for, oldest first, without audit_id';
+
+REVOKE SELECT ON ALL TABLES IN SCHEMA convctx FROM convctx_admin;
+REVOKE SELECT (tenant_id, logged_at, role_name, action, session_id, identity_id, details)
+    ON convctx.audit_log FROM convctx_admin;
+COMMENT ON COLUMN convctx.audit_log.audit_id IS
+    'key from one sequence shared by every tenant; administrators read the log through convctx.audit, without it';
+
+REVOKE ALL ON FUNCTION
+    convctx.role_tenant_changed(),
+    convctx.bind_role_tenant(text, text),
+    convctx.bind_role_all_tenants(text),
+    convctx.unbind_role_tenant(text),
+    convctx.admin_scope(),
+    convctx.admin_sessions(text),
+    convctx.admin_stats(),
+    convctx.admin_audit(),
+    convctx.admin_session_turns(text),
+    convctx.bindings(),
+    convctx.unresolved_bindings()
+FROM PUBLIC;
+REVOKE ALL ON convctx.sessions, convctx.stats, convctx.audit FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+    convctx.bind_role_tenant(text, text),
+    convctx.bind_role_all_tenants(text),
+    convctx.unbind_role_tenant(text),
+    convctx.admin_sessions(text),
+    convctx.admin_stats(),
+    convctx.admin_audit(),
+    convctx.admin_session_turns(text),
+    convctx.bindings(),
+    convctx.unresolved_bindings()
+TO convctx_admin;
+GRANT SELECT ON convctx.sessions, convctx.stats, convctx.audit TO convctx_admin;
+
 
 
 ------------------------------------------------------------------------------

@@ -226,8 +226,11 @@ FROM convctx.sessions WHERE session_id = 'view-s' ORDER BY tenant;
 SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_versions, tombstones, contexts,
        table_bytes > 0 AS has_tables, index_bytes > 0 AS has_indexes
 FROM convctx.stats ORDER BY tenant;
--- a filtered read of the sessions view touches only that session's turns
+-- the sessions view reads through convctx.admin_sessions(): its plan shows no table (and
+-- no estimate of other tenants' rows); admin_sessions(session_id) reads one session id only
 EXPLAIN (COSTS OFF) SELECT * FROM convctx.sessions WHERE tenant = '' AND session_id = 'view-s';
+SELECT (SELECT array_agg(s::text ORDER BY s::text) FROM convctx.sessions s WHERE session_id = 'view-s')
+     = (SELECT array_agg(s::text ORDER BY s::text) FROM convctx.admin_sessions('view-s') s) AS same_row;
 
 -- the session counts match the turns
 SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers

@@ -1,4 +1,4 @@
--- Security (0.2.0): privileges of PUBLIC, convctx_app and convctx_admin; tenant binding;
+-- Security (0.3.0): privileges of PUBLIC, convctx_app and convctx_admin; tenant binding;
 -- row-level security; SECURITY DEFINER functions with a pinned search_path.
 -- Two tenants, A and B, with bound roles and the same session, request and identity ids:
 -- function by function and table by table, A can neither read, change, link, redact,
@@ -10,7 +10,9 @@ DELETE FROM convctx.followup_phrase WHERE NOT builtin;
 -- roles are cluster-wide: drop what an interrupted earlier run may have left behind
 SET client_min_messages = warning;
 DROP ROLE IF EXISTS tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
-    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, convctx_no_grants;
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, convctx_no_grants,
+    tenant_platform_admin, tenant_unbound_admin, tenant_a_login, tenant_a_renamed, tenant_a_renamed2,
+    tenant_a_group, tenant_a_grouped;
 RESET client_min_messages;
 
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
@@ -69,12 +71,13 @@ FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace
 ORDER BY executable_by, security_definer, p.oid::regprocedure::text;
 -- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, convctx, pg_temp
--- in its definition, except the four per-request functions, which pin it in C
--- (and say so in their comment)
+-- (those of 0.3.0: pg_catalog, pg_temp) in its definition, except the four per-request
+-- functions, which pin it in C (and say so in their comment)
 SELECT p.oid::regprocedure AS definer_without_pinned_search_path, p.proconfig
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef
   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, convctx, pg_temp']
+  AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']
   AND NOT (p.proconfig IS NULL AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
            AND obj_description(p.oid, 'pg_proc') LIKE '%(search_path pinned in C to pg_catalog, convctx, pg_temp)')
 ORDER BY 1;
@@ -88,14 +91,16 @@ SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END A
 FROM pg_catalog.pg_namespace n, aclexplode(n.nspacl) a
 WHERE n.nspname = 'convctx' AND a.grantee <> n.nspowner
 ORDER BY 1, 2;
--- tables, views and the sequence: SELECT for convctx_admin, nothing else for anybody
+-- tables, views and the sequence: SELECT on the views for convctx_admin, nothing else
+-- for anybody: no role reads the shared tables (their planner estimates, ctids and
+-- sequence would tell of other tenants); administrators read through functions
 SELECT c.relname, c.relkind,
        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
 FROM pg_catalog.pg_class c
 LEFT JOIN LATERAL aclexplode(c.relacl) a ON a.grantee <> c.relowner
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind IN ('r', 'v', 'S', 'm', 'f', 'p')
 ORDER BY 1, 3, 4;
--- the audit log: administrators read every column but audit_id
+-- the audit log: no column is granted to anybody (administrators read convctx.audit)
 SELECT a.attname, x.grantee::regrole AS grantee, x.privilege_type
 FROM pg_attribute a, aclexplode(a.attacl) x
 WHERE a.attrelid = 'convctx.audit_log'::regclass AND a.attnum > 0
@@ -116,7 +121,9 @@ WHERE r.rolname IN ('convctx_app', 'convctx_admin')
   AND c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'S'
   AND has_sequence_privilege(r.oid, c.oid, 'USAGE, SELECT, UPDATE')
 ORDER BY 1, 2;
--- every table has row-level security and a policy on tenant_id = convctx.current_tenant()
+-- every table has row-level security and a policy on tenant_id = convctx.current_tenant(),
+-- but role_tenant, which nobody is granted and which has no policy: whoever is granted it
+-- anyway sees no row
 SELECT c.relname, c.relrowsecurity,
        (SELECT string_agg(pol.polname || ' ' || pol.polcmd::text || ': '
                           || pg_get_expr(pol.polqual, pol.polrelid), '; ' ORDER BY pol.polname)
@@ -168,7 +175,7 @@ CREATE ROLE tenant_a_admin NOLOGIN IN ROLE convctx_admin;
 CREATE ROLE tenant_b_admin NOLOGIN IN ROLE convctx_admin;
 SELECT convctx.bind_role_tenant('tenant_a_app', 'A'), convctx.bind_role_tenant('tenant_b_app', 'B'),
        convctx.bind_role_tenant('tenant_a_admin', 'A'), convctx.bind_role_tenant('tenant_b_admin', 'B');
-SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
+SELECT role_name, tenant_id FROM convctx.role_tenant ORDER BY role_name;
 -- a tenant's own phrases for is_followup (tenants cannot write the table; the operator can)
 INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES
     ('B', 'fresh_keyword', 'invoice'), ('B', 'clarification', 'zebra crossing');
@@ -274,8 +281,8 @@ FROM jsonb_array_elements(convctx.context_history('s1', 5)) e;
 RESET ROLE;
 -- recent_turns reads the turn table's index directly because it runs as the table's
 -- owner. The same C function declared SECURITY INVOKER runs its SQL query instead, so
--- the caller's privileges and row-level security apply exactly as in SQL: refused for
--- the app role (no SELECT on the table), A's rows only for A's admin role.
+-- the caller's privileges apply exactly as in SQL: refused for the app role and for the
+-- admin role alike (neither may read the table).
 CREATE FUNCTION pg_temp.recent_turns_as_caller(session_id text, turn_limit integer)
 RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_at timestamptz,
                question_neutral text, answer_neutral text, question_translated text,
@@ -285,9 +292,7 @@ SET ROLE tenant_a_app;
 SELECT pg_temp.try($$SELECT * FROM pg_temp.recent_turns_as_caller('s1', 10)$$);
 RESET ROLE;
 SET ROLE tenant_a_admin;
-SELECT request_id, question_neutral, answer_neutral FROM pg_temp.recent_turns_as_caller('s1', 10);
-SELECT (SELECT array_agg(r) FROM pg_temp.recent_turns_as_caller('s1', 2) r)
-     = (SELECT array_agg(r) FROM convctx.recent_turns('s1', 2) r) AS same_rows;
+SELECT pg_temp.try($$SELECT * FROM pg_temp.recent_turns_as_caller('s1', 10)$$);
 RESET ROLE;
 
 ------------------------------------------------------------------------------
@@ -362,18 +367,25 @@ FROM convctx.sessions ORDER BY tenant, session_id;
 SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_versions, tombstones, contexts
 FROM convctx.stats ORDER BY tenant;
 SELECT tenant_id, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
-       action, session_id, identity_id, details
-FROM convctx.audit_log ORDER BY logged_at;
--- audit_id, which counts every tenant's events, is not readable
+       acting_role, action, session_id, identity_id, details
+FROM convctx.audit ORDER BY logged_at;
+-- the table itself, with audit_id, which counts every tenant's events, is not readable
 SELECT pg_temp.try($$SELECT audit_id FROM convctx.audit_log$$);
 SELECT pg_temp.try($$SELECT * FROM convctx.audit_log$$);
 -- filtering for B finds nothing
 SELECT count(*) AS b_sessions FROM convctx.sessions WHERE tenant = 'B';
-SELECT count(*) AS b_audit_rows FROM convctx.audit_log WHERE tenant_id = 'B';
+SELECT count(*) AS b_audit_rows FROM convctx.audit WHERE tenant_id = 'B';
+SELECT count(*) AS b_sessions FROM convctx.admin_sessions('sx');
+-- the support read of a session: A's turns with tombstones and old versions, none of B's
+SELECT turn_no, record_version, request_id, question_neutral, answer_neutral, deleted_at IS NOT NULL AS redacted
+FROM convctx.admin_session_turns('s1');
+SELECT count(*) AS b_turns FROM convctx.admin_session_turns('sx');
 RESET ROLE;
 SET ROLE tenant_a_app;
 -- the app role has neither the views nor the audit log
 SELECT pg_temp.try($$SELECT * FROM convctx.sessions$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.audit$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.admin_session_turns('s1')$$);
 SELECT pg_temp.try($$SELECT * FROM convctx.audit_log$$);
 RESET ROLE;
 
@@ -429,35 +441,23 @@ SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'a1-n
 SELECT convctx.set_summary('s1', 'A summary again', (SELECT id FROM ids WHERE name = 'a1-new'));
 SELECT convctx.context_add('s1', ARRAY['a-node-again']);
 RESET ROLE;
--- the admin role of A sees exactly A's rows in every table (and the shared phrases)
+-- the admin role of A can neither read nor write any table, nor EXPLAIN a query of one
+-- (the estimates would count B's rows); it reads through the functions
 SET ROLE tenant_a_admin;
-SELECT 'audit_log' AS tbl, tenant_id, count(*) FROM convctx.audit_log GROUP BY 2
-UNION ALL SELECT 'clarification', tenant_id, count(*) FROM convctx.clarification GROUP BY 2
-UNION ALL SELECT 'conversation_context', tenant_id, count(*) FROM convctx.conversation_context GROUP BY 2
-UNION ALL SELECT 'followup_phrase', tenant_id, count(*) FROM convctx.followup_phrase GROUP BY 2
-UNION ALL SELECT 'role_tenant', tenant_id, count(*) FROM convctx.role_tenant GROUP BY 2
-UNION ALL SELECT 'session', tenant_id, count(*) FROM convctx.session GROUP BY 2
-UNION ALL SELECT 'session_link', tenant_id, count(*) FROM convctx.session_link GROUP BY 2
-UNION ALL SELECT 'session_summary', tenant_id, count(*) FROM convctx.session_summary GROUP BY 2
-UNION ALL SELECT 'turn', tenant_id, count(*) FROM convctx.turn GROUP BY 2
-UNION ALL SELECT 'turn_retrieval', tenant_id, count(*) FROM convctx.turn_retrieval GROUP BY 2
-ORDER BY 1, 2;
-SELECT session_id, request_id, question_neutral, answer_neutral FROM convctx.turn ORDER BY session_id, turn_no, record_version;
-SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
-SELECT count(*) AS b_phrases FROM convctx.followup_phrase WHERE tenant_id = 'B';
--- a function in the query that is not leakproof runs after the policy: it never sees B's rows
-CREATE FUNCTION pg_temp.peek(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
-BEGIN
-    RAISE NOTICE 'peek saw: %', t;
-    RETURN true;
-END $$;
-SELECT count(*) FROM convctx.turn WHERE pg_temp.peek(tenant_id || ': ' || coalesce(question_neutral, '-'));
-DROP FUNCTION pg_temp.peek(text);
--- the admin role can read but not write
+SELECT c.relname, pg_temp.try(format('SELECT 1 FROM %s', c.oid::regclass)) AS direct_select,
+       pg_temp.try(format('EXPLAIN SELECT 1 FROM %s WHERE tenant_id = %L', c.oid::regclass, 'B')) AS explain
+FROM pg_catalog.pg_class c
+WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r'
+ORDER BY 1;
+SELECT pg_temp.try($$SELECT turn_id, ctid FROM convctx.turn$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.audit_log_audit_id_seq$$);
+-- nor the planner's statistics of them
+SELECT count(*) AS visible_statistics FROM pg_catalog.pg_stats WHERE schemaname = 'convctx';
 SELECT pg_temp.try($$UPDATE convctx.turn SET answer_neutral = 'x'$$);
 SELECT pg_temp.try($$DELETE FROM convctx.session_link$$);
 SELECT pg_temp.try($$TRUNCATE convctx.audit_log$$);
-SELECT pg_temp.try($$INSERT INTO convctx.role_tenant (role_id, tenant_id) VALUES ('tenant_a_admin', 'B')$$);
+SELECT pg_temp.try($$INSERT INTO convctx.role_tenant (role_name, tenant_id) VALUES ('tenant_a_admin', 'B')$$);
+SELECT role_name, tenant_id, all_tenants, role_exists FROM convctx.bindings();
 RESET ROLE;
 -- the app role can neither read nor write a table
 SET ROLE tenant_a_app;
@@ -477,6 +477,14 @@ SELECT pg_temp.try($$DELETE FROM convctx.turn WHERE tenant_id = 'B'$$);
 RESET ROLE;
 GRANT convctx_app TO tenant_a_dml;
 SET ROLE tenant_a_dml;
+-- a function in the query that is not leakproof runs after the policy: it never sees B's rows
+CREATE FUNCTION pg_temp.peek(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+BEGIN
+    RAISE NOTICE 'peek saw: %', t;
+    RETURN true;
+END $$;
+SELECT count(*) FROM convctx.turn WHERE pg_temp.peek(tenant_id || ': ' || coalesce(question_neutral, '-'));
+DROP FUNCTION pg_temp.peek(text);
 -- UPDATE and DELETE of B's rows: 0 rows
 WITH u AS (UPDATE convctx.turn SET answer_neutral = 'hijacked' WHERE tenant_id = 'B' RETURNING 1)
 SELECT count(*) AS b_turns_updated FROM u;
@@ -532,8 +540,9 @@ RESET ROLE;
 -- the same through the tables
 SET ROLE tenant_a_admin;
 SET convctx.tenant = 'B';
-SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
 SELECT pg_temp.try($$SELECT count(*) FROM convctx.sessions$$);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.audit$$);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.admin_session_turns('sx')$$);
 SELECT pg_temp.try($$SELECT convctx.purge()$$);
 RESET convctx.tenant;
 RESET ROLE;
@@ -545,11 +554,12 @@ SET convctx.tenant = 'B';
 SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
 RESET convctx.tenant;
 RESET ROLE;
--- membership is looked up afresh: with tenant_a_app revoked, the member is unbound
+-- membership is looked up afresh: with tenant_a_app revoked, the member is bound to
+-- nothing, so it acts for no tenant
 REVOKE tenant_a_app FROM tenant_a_member;
 GRANT convctx_app TO tenant_a_member;
 SET ROLE tenant_a_member;
-SELECT convctx.current_tenant();
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 RESET ROLE;
 -- a member of roles bound to different tenants acts for neither
 CREATE ROLE tenant_ab_member NOLOGIN IN ROLE tenant_a_app, tenant_b_app;
@@ -578,6 +588,7 @@ SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_a_admin', 'B')$$);
 SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_admin')$$);
 SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_a_member', 'A')$$);
 SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_b_app')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_all_tenants('tenant_a_admin')$$);
 RESET ROLE;
 -- and the app roles cannot call them at all
 SET ROLE tenant_a_app;
@@ -589,28 +600,81 @@ SELECT convctx.unbind_role_tenant('tenant_ab_member') AS was_bound;
 SET ROLE tenant_ab_member;
 SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 RESET ROLE;
--- bad arguments
+-- bad arguments: roles are named exactly as in pg_roles, and must exist to be bound
 SELECT pg_temp.try($$SELECT convctx.bind_role_tenant(NULL, 'A')$$);
 SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_ab_member', NULL)$$);
-SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_ab_member', '')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('', 'A')$$);
 SELECT pg_temp.try(format('SELECT convctx.bind_role_tenant(%L, %L)', 'tenant_ab_member', repeat('x', 1025)));
-SELECT pg_temp.try($$SELECT convctx.bind_role_tenant(4000000000::oid::regrole, 'A')$$);
+SELECT pg_temp.try(format('SELECT convctx.bind_role_tenant(%L, %L)', repeat('r', 64), 'A'));
 SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('no_such_role', 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('TENANT_AB_MEMBER', 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_all_tenants(NULL)$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_all_tenants('no_such_role')$$);
 SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant(NULL)$$);
-SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant(4000000000::oid::regrole)$$);
-SELECT role_id, tenant_id FROM convctx.role_tenant ORDER BY role_id::text;
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('')$$);
+SELECT convctx.unbind_role_tenant('no_such_role') AS was_bound;
+SELECT role_name, tenant_id FROM convctx.role_tenant ORDER BY role_name;
 -- bindings are audited in the tenant they concern
 SELECT tenant_id, action, details FROM convctx.audit_log
-WHERE action IN ('bind_role_tenant', 'unbind_role_tenant') ORDER BY audit_id;
--- an unbound role keeps acting for the tenant convctx.tenant names ('' when empty)
+WHERE action IN ('bind_role_tenant', 'bind_role_all_tenants', 'unbind_role_tenant') ORDER BY audit_id;
+-- fail closed: a role that is bound to nothing acts for no tenant, whatever
+-- convctx.tenant says; every tenant-scoped function refuses it, with a hint
 CREATE ROLE tenant_free_app NOLOGIN IN ROLE convctx_app;
+SET ROLE tenant_free_app;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('sx')$$);
+SELECT pg_temp.try($$SELECT convctx.start_turn('sx', 'r9', 'free: hijack')$$);
+SELECT pg_temp.try($$SELECT convctx.context_load('sx')$$);
+SELECT pg_temp.try($$SELECT convctx.link_session('u1', 'sx')$$);
+SELECT pg_temp.try($$SELECT convctx.conversation_state('sx')$$);
+RESET convctx.tenant;
+RESET ROLE;
+-- (pure functions that touch no tenant's data still work for it)
+SET ROLE tenant_free_app;
+SELECT convctx.context_merge('{"activeNodeIds": ["a"]}', ARRAY['b']);
+RESET ROLE;
+-- bound to every tenant, it acts for the tenant convctx.tenant names, request by request
+SELECT convctx.bind_role_all_tenants('tenant_free_app');
 SET ROLE tenant_free_app;
 SELECT convctx.current_tenant() = '' AS default_tenant;
 SET convctx.tenant = 'B';
 SELECT convctx.current_tenant(), convctx.recent_turns_json('sx');
+SET convctx.tenant = 'A';
+SELECT convctx.current_tenant(), convctx.recent_turns_json('sx');
 RESET convctx.tenant;
 RESET ROLE;
--- the superuser is not a member of bound roles: it stays unbound
+-- the single-tenant set-up: one line binds the role to the default tenant ''
+SELECT convctx.bind_role_tenant('tenant_free_app', '');
+SET ROLE tenant_free_app;
+SELECT convctx.current_tenant() = '' AS default_tenant;
+SET convctx.tenant = 'B';
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+RESET convctx.tenant;
+RESET ROLE;
+-- an administrator bound to every tenant manages bindings (a platform administrator);
+-- one bound to a tenant never does (above)
+CREATE ROLE tenant_platform_admin NOLOGIN IN ROLE convctx_admin;
+SELECT convctx.bind_role_all_tenants('tenant_platform_admin');
+SET ROLE tenant_platform_admin;
+SELECT convctx.bind_role_tenant('tenant_free_app', 'B');
+SELECT role_name, tenant_id, all_tenants, role_exists FROM convctx.bindings() ORDER BY role_name;
+SELECT tenant, sessions FROM convctx.stats ORDER BY tenant;
+SELECT convctx.unbind_role_tenant('tenant_free_app');
+RESET ROLE;
+-- an unbound administrator can neither bind nor unbind, nor read anything
+CREATE ROLE tenant_unbound_admin NOLOGIN IN ROLE convctx_admin;
+SET ROLE tenant_unbound_admin;
+SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_unbound_admin', 'A')$$);
+SELECT pg_temp.try($$SELECT convctx.bind_role_all_tenants('tenant_unbound_admin')$$);
+SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_app')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.sessions$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.stats$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.audit$$);
+SELECT pg_temp.try($$SELECT * FROM convctx.unresolved_bindings()$$);
+SELECT pg_temp.try($$SELECT convctx.purge()$$);
+RESET ROLE;
+-- the superuser acts for the tenant convctx.tenant names ('' when empty)
 SELECT convctx.current_tenant() = '' AS default_tenant;
 -- SET ROLE cannot leave a binding behind: a bound session that switches to an
 -- unbound role it is a member of (convctx_app, convctx_admin) stays bound
@@ -627,24 +691,27 @@ SET SESSION AUTHORIZATION tenant_a_admin;
 SET ROLE convctx_admin;
 SELECT pg_temp.try($$SELECT convctx.unbind_role_tenant('tenant_a_admin')$$);
 SET convctx.tenant = 'B';
-SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx.sessions$$);
 RESET convctx.tenant;
-SELECT count(*) FILTER (WHERE tenant_id <> 'A') AS rows_of_other_tenants FROM convctx.turn;
+SELECT count(*) FILTER (WHERE tenant <> 'A') AS sessions_of_other_tenants FROM convctx.sessions;
 RESET ROLE;
 RESET SESSION AUTHORIZATION;
--- a session bound to A acting as a role bound to B acts for neither
-CREATE ROLE tenant_a_login NOLOGIN IN ROLE tenant_b_app;
+-- a session bound to A acting as a role bound to B acts for neither; nor does one
+-- bound to A acting as a role bound to every tenant
+CREATE ROLE tenant_a_login NOLOGIN IN ROLE tenant_b_app, tenant_platform_admin;
 SELECT convctx.bind_role_tenant('tenant_a_login', 'A');
 SET SESSION AUTHORIZATION tenant_a_login;
 SELECT convctx.current_tenant();
 SET ROLE tenant_b_app;
 SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+SET ROLE tenant_platform_admin;
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
 RESET ROLE;
 RESET SESSION AUTHORIZATION;
 SELECT convctx.unbind_role_tenant('tenant_a_login');
 DROP ROLE tenant_a_login;
--- a binding remembers the role's name: renamed, the role binds nobody (its
--- calls fail, they do not fall back to the setting) until it is bound again
+-- a binding names the role: renamed, the role is bound to nothing (its calls fail,
+-- they do not fall back to the setting) until it is bound again under its new name
 CREATE ROLE tenant_a_renamed NOLOGIN IN ROLE convctx_app;
 SELECT convctx.bind_role_tenant('tenant_a_renamed', 'A');
 ALTER ROLE tenant_a_renamed RENAME TO tenant_a_renamed2;
@@ -654,23 +721,58 @@ SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
 RESET convctx.tenant;
 RESET ROLE;
+-- the old name's binding binds nobody now, and is listed as unresolved
+SELECT role_name, tenant_id FROM convctx.unresolved_bindings();
+SELECT convctx.unbind_role_tenant('tenant_a_renamed') AS was_bound;
 SELECT convctx.bind_role_tenant('tenant_a_renamed2', 'A');
 SET ROLE tenant_a_renamed2;
 SELECT convctx.current_tenant();
 RESET ROLE;
--- a dropped role's binding stays until it is removed by the role's OID
-CREATE TEMP TABLE dropped_role AS SELECT 'tenant_a_renamed2'::regrole::oid AS role_oid;
+-- a dropped role's binding stays, by name, binding nobody, until it is removed by name
 DROP ROLE tenant_a_renamed2;
-SELECT role_name, tenant_id FROM convctx.role_tenant
-WHERE role_id::oid = (SELECT role_oid FROM dropped_role);
-SELECT convctx.unbind_role_tenant((SELECT role_oid FROM dropped_role)::regrole) AS was_bound;
-SELECT count(*) AS left_behind FROM convctx.role_tenant
-WHERE role_id::oid = (SELECT role_oid FROM dropped_role);
--- B changed in one way only since the snapshot: the operator bound tenant_ab_member to B
--- for a while, which is audited in B
+SELECT role_name, tenant_id FROM convctx.unresolved_bindings();
+-- a bound admin sees the unresolved bindings of its own tenant only
+SET ROLE tenant_b_admin;
+SELECT role_name, tenant_id FROM convctx.unresolved_bindings();
+RESET ROLE;
+-- a group role bound to A is dropped: its members are bound to nothing, they do not
+-- fall back to convctx.tenant
+CREATE ROLE tenant_a_group NOLOGIN;
+CREATE ROLE tenant_a_grouped NOLOGIN IN ROLE tenant_a_group, convctx_app;
+SELECT convctx.bind_role_tenant('tenant_a_group', 'A');
+SET ROLE tenant_a_grouped;
+SELECT convctx.current_tenant();
+RESET ROLE;
+DROP ROLE tenant_a_group;
+SET ROLE tenant_a_grouped;
+SET convctx.tenant = 'A';
+SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
+RESET convctx.tenant;
+RESET ROLE;
+SELECT convctx.unbind_role_tenant(r) AS was_bound
+FROM unnest(ARRAY['tenant_a_renamed2', 'tenant_a_group']) r;
+SELECT count(*) AS unresolved FROM convctx.unresolved_bindings();
+DROP ROLE tenant_a_grouped;
+-- plain DML on the table (a manual fix, a restore) is seen at once, like the functions
+INSERT INTO convctx.role_tenant (role_name, tenant_id) VALUES ('tenant_free_app', 'B');
+SET ROLE tenant_free_app;
+SELECT convctx.current_tenant();
+RESET ROLE;
+UPDATE convctx.role_tenant SET tenant_id = 'A' WHERE role_name = 'tenant_free_app';
+SET ROLE tenant_free_app;
+SELECT convctx.current_tenant();
+RESET ROLE;
+DELETE FROM convctx.role_tenant WHERE role_name = 'tenant_free_app';
+SET ROLE tenant_free_app;
+SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
+RESET ROLE;
+-- B changed in audit rows only since the snapshot: the operator bound tenant_ab_member
+-- to B for a while, the platform administrator tenant_free_app; both audited in B (the
+-- plain DML on role_tenant is not audited: it is the superuser's own doing)
 SELECT tbl, r ->> 'action' AS action, r -> 'details' AS details
 FROM ((SELECT * FROM pg_temp.tenant_rows('B') EXCEPT ALL SELECT * FROM b_snapshot)
-      UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d;
+      UNION ALL (SELECT * FROM b_snapshot EXCEPT ALL SELECT * FROM pg_temp.tenant_rows('B'))) d
+ORDER BY 1, 2, 3;
 DELETE FROM b_snapshot;
 INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
 
@@ -842,15 +944,19 @@ RESET convctx.turn_retention;
 RESET convctx.context_ttl;
 SELECT convctx.unbind_role_tenant(r) AS unbound
 FROM unnest(ARRAY['tenant_a_app', 'tenant_b_app', 'tenant_a_admin', 'tenant_b_admin', 'tenant_a_dml',
-                  'tenant_a_hostile']::regrole[]) r;
+                  'tenant_a_hostile', 'tenant_platform_admin']) r;
 SELECT count(*) AS bindings_left FROM convctx.role_tenant;
 DELETE FROM convctx.followup_phrase WHERE NOT builtin;
 DROP TABLE ids, b_snapshot, probe, probe_result;
 DROP OWNED BY tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
-    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile;
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, tenant_platform_admin,
+    tenant_unbound_admin;
 DROP ROLE tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
-    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile;
+    tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, tenant_platform_admin,
+    tenant_unbound_admin;
 SELECT count(*) AS test_roles_left FROM pg_catalog.pg_roles
 WHERE rolname IN ('tenant_a_app', 'tenant_b_app', 'tenant_a_admin', 'tenant_b_admin', 'tenant_a_dml',
                   'tenant_a_member', 'tenant_ab_member', 'tenant_free_app', 'tenant_a_hostile',
+                  'tenant_platform_admin', 'tenant_unbound_admin', 'tenant_a_login', 'tenant_a_renamed',
+                  'tenant_a_renamed2', 'tenant_a_group', 'tenant_a_grouped',
                   'convctx_no_grants');

@@ -2,23 +2,35 @@
  *
  * tenancy.c
  *	  Which tenant a call acts for: current_tenant, and the role bindings
- *	  that fix it (bind_role_tenant, unbind_role_tenant).
+ *	  that fix it (bind_role_tenant, bind_role_all_tenants,
+ *	  unbind_role_tenant, and the trigger that announces changes of
+ *	  convctx.role_tenant made by any route).
  *
- * An unbound role acts for the tenant named by the setting convctx.tenant.
- * A role bound in convctx.role_tenant, directly or through a role it is a
- * member of, always acts for its binding; a different convctx.tenant is an
- * error on the next call, never another tenant's data. The row-level
- * security policies call current_tenant() too, so the same rule holds for
- * direct access to the tables.
+ * Fail closed. A session acts for a tenant only when
+ *	- its acting role (the "outer" user, after SET ROLE) is a superuser:
+ *	  the setting convctx.tenant names the tenant ('' when empty);
+ *	- or it is bound to one tenant in convctx.role_tenant, directly or
+ *	  through a role it is a member of: it acts for that tenant, and a
+ *	  convctx.tenant naming another one is an error, never its data;
+ *	- or it is bound to every tenant (tenant_id NULL): convctx.tenant names
+ *	  the tenant per request (a service role behind a connection pooler).
+ * Anyone else gets 42501 from every tenant-scoped function. The session
+ * user's binding counts too, so SET ROLE cannot leave a binding behind, and
+ * two bindings that disagree are 42501.
  *
- * The calling roles are the session user and the "outer" user: inside the
- * SECURITY DEFINER functions of this extension the current user is their
- * owner, while the outer user stays the session's role or the one chosen
- * by SET ROLE. Both count, so SET ROLE cannot leave a binding behind.
+ * Bindings name roles by name, never by OID: a row whose role does not exist
+ * (dropped, renamed, or missing in the cluster a dump was restored into, or
+ * on a logical replication subscriber) binds nobody and breaks nothing else.
+ * A renamed role is therefore unbound until it is bound again. Bindings live
+ * in each database: a role bound in one database is unbound in another.
  *
- * The binding of the calling role is cached per backend; changes of
- * role_tenant (bind_role_tenant and unbind_role_tenant send a relcache
- * invalidation of the table), of role memberships and of roles reset it.
+ * The outcome for the calling roles is cached per backend. It is dropped by
+ * a relcache invalidation of role_tenant, which the statement and row
+ * triggers on the table send for every change by any route (the functions
+ * below, plain DML, COPY of a restore, TRUNCATE, and logical replication:
+ * the triggers are ENABLE ALWAYS), and by changes of roles and memberships.
+ * Invalidations are read at the first call of each transaction, so a
+ * running session sees a change at its next transaction.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -31,8 +43,11 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -47,39 +62,47 @@
 #include "convctx.h"
 
 #define ROLE_TENANT_TABLE "role_tenant"
-#define Anum_role_tenant_role_id 1
-#define Anum_role_tenant_tenant_id 2
-#define Anum_role_tenant_role_name 3
 
 #define BIND_SQL \
-	"INSERT INTO convctx.role_tenant AS b (role_id, tenant_id, role_name)" \
-	" VALUES ($1, $2, $3)" \
-	" ON CONFLICT (role_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id," \
-	"     role_name = EXCLUDED.role_name, bound_at = pg_catalog.statement_timestamp()" \
-	"  WHERE b.tenant_id OPERATOR(pg_catalog.<>) EXCLUDED.tenant_id" \
-	"     OR b.role_name OPERATOR(pg_catalog.<>) EXCLUDED.role_name"
+	"INSERT INTO convctx.role_tenant AS b (role_name, tenant_id)" \
+	" VALUES ($1, $2)" \
+	" ON CONFLICT (role_name) DO UPDATE SET tenant_id = EXCLUDED.tenant_id," \
+	"     bound_at = pg_catalog.statement_timestamp()" \
+	"  WHERE (b.tenant_id IS NULL) OPERATOR(pg_catalog.<>) (EXCLUDED.tenant_id IS NULL)" \
+	"     OR b.tenant_id OPERATOR(pg_catalog.<>) EXCLUDED.tenant_id"
 
 #define UNBIND_SQL \
-	"DELETE FROM convctx.role_tenant WHERE role_id OPERATOR(pg_catalog.=) $1 RETURNING tenant_id"
+	"DELETE FROM convctx.role_tenant WHERE role_name OPERATOR(pg_catalog.=) $1 RETURNING tenant_id"
 
 static SPIPlanPtr bind_plan = NULL;
 static SPIPlanPtr unbind_plan = NULL;
 
+/* What a role, or a session, may act for. */
+typedef enum BindingKind
+{
+	BINDING_NONE,				/* unbound: may act for no tenant */
+	BINDING_TENANT,				/* bound to one tenant */
+	BINDING_ALL					/* superuser, or bound to every tenant */
+} BindingKind;
+
 /*
- * The cached binding of the session (binding_session_user acting as
+ * The cached outcome for the session (binding_session_user acting as
  * binding_user); valid until an invalidation.
  */
 static bool binding_valid = false;
+static bool binding_seen_in_xact = false;
 static Oid	binding_session_user = InvalidOid;
 static Oid	binding_user = InvalidOid;
 static Oid	binding_relid = InvalidOid;
-static char *binding_tenant = NULL;		/* NULL: unbound */
-static char *binding_conflict = NULL;	/* set: contradictory or stale */
+static BindingKind binding_kind = BINDING_NONE;
+static char *binding_tenant = NULL; /* BINDING_TENANT: the tenant */
+static char *binding_conflict = NULL;	/* set: contradictory bindings */
 
 static void
 BindingReset(void)
 {
 	binding_valid = false;
+	binding_kind = BINDING_NONE;
 	if (binding_tenant)
 		pfree(binding_tenant);
 	if (binding_conflict)
@@ -101,15 +124,28 @@ BindingSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue)
 	binding_valid = false;
 }
 
+/*
+ * A statement that opens no relation (SELECT convctx.current_tenant(), a
+ * call of a function that reads through SPI only after it asked for the
+ * tenant) would not read pending invalidations before the tenant is
+ * decided; BoundTenant reads them once per transaction instead.
+ */
+static void
+BindingXactCallback(XactEvent event, void *arg)
+{
+	binding_seen_in_xact = false;
+}
+
 void
 TenancyInit(void)
 {
 	CacheRegisterRelcacheCallback(BindingRelcacheCallback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, BindingSyscacheCallback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHOID, BindingSyscacheCallback, (Datum) 0);
+	RegisterXactCallback(BindingXactCallback, NULL);
 }
 
-/* convctx.role_tenant, or InvalidOid before version 0.2.0 created it. */
+/* convctx.role_tenant, or InvalidOid when there is no such table. */
 static Oid
 RoleTenantRelid(void)
 {
@@ -119,156 +155,199 @@ RoleTenantRelid(void)
 }
 
 /*
- * The table is read by column number: make sure it has the columns this
- * library expects (a catalog of another version would not), rather than
- * reading a datum as the wrong type.
+ * The number of the text column named name; the table of 0.2.0 has no
+ * such columns (or keeps dropped ones), so look them up rather than trust
+ * positions, and refuse a catalog of another version.
  */
-static void
-RoleTenantCheckShape(TupleDesc desc)
+static AttrNumber
+RoleTenantColumn(TupleDesc desc, const char *name)
 {
-	static const Oid expected[] = {REGROLEOID, TEXTOID, TEXTOID};
 	int			i;
 
-	for (i = 0; i < (int) lengthof(expected); i++)
-		if (desc->natts <= i || TupleDescAttr(desc, i)->attisdropped ||
-			TupleDescAttr(desc, i)->atttypid != expected[i])
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("table convctx.role_tenant does not have the columns this version of convctx expects"),
-					errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0 &&
+			att->atttypid == TEXTOID)
+			return att->attnum;
+	}
+	ereport(ERROR,
+			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errmsg("table convctx.role_tenant does not have the columns this version of convctx expects"),
+			errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+	return InvalidAttrNumber;	/* keep the compiler quiet */
 }
 
 typedef struct BindingRow
 {
-	Oid			role;
-	char	   *role_name;		/* the name it was bound under */
-	char	   *tenant;
+	Oid			role;			/* InvalidOid: no role has the name */
+	char	   *tenant;			/* NULL: every tenant */
 } BindingRow;
+
+/* The tenant of a binding, for messages. */
+static const char *
+BindingName(BindingKind kind, const char *tenant)
+{
+	return kind == BINDING_ALL ? "every tenant" : psprintf("tenant \"%s\"", tenant);
+}
 
 /*
  * The binding of one role among rows: a row for the role itself wins;
- * else the rows of the roles it is a member of, which must all name the
- * same tenant. Superuser status does not count as membership. A row whose
- * role no longer has the name it was bound under (renamed, or dropped and
- * its OID reused) binds nobody until it is renewed: it is reported as a
- * problem, never ignored. Returns the tenant or NULL; sets *problem.
+ * else the rows of the roles it is a member of, which must all agree.
+ * Superuser status does not count as membership. Rows of roles that do not
+ * exist bind nobody. Sets *kind and *tenant, or *problem on disagreement.
  */
-static bool
-BindingRowStale(BindingRow *r, char **problem)
+static void
+RoleBinding(Oid user, BindingRow *rows, int nrows,
+			BindingKind *kind, char **tenant, char **problem)
 {
-	char	   *current_name = GetUserNameFromId(r->role, true);
-
-	if (current_name != NULL && strcmp(current_name, r->role_name) == 0)
-		return false;
-	*problem = psprintf("The binding of role \"%s\" to tenant \"%s\" names a role that has been renamed or dropped",
-						r->role_name, r->tenant);
-	return true;
-}
-
-static char *
-RoleBinding(Oid user, BindingRow *rows, int nrows, char **problem)
-{
-	char	   *inherited = NULL;
 	int			i;
 
+	*kind = BINDING_NONE;
+	*tenant = NULL;
 	for (i = 0; i < nrows; i++)
 		if (rows[i].role == user)
-			return BindingRowStale(&rows[i], problem) ? NULL : rows[i].tenant;
+		{
+			*kind = rows[i].tenant ? BINDING_TENANT : BINDING_ALL;
+			*tenant = rows[i].tenant;
+			return;
+		}
 
 	for (i = 0; i < nrows; i++)
 	{
 		BindingRow *r = &rows[i];
+		BindingKind k = r->tenant ? BINDING_TENANT : BINDING_ALL;
 
-		if (!is_member_of_role_nosuper(user, r->role))
+		if (!OidIsValid(r->role) || !is_member_of_role_nosuper(user, r->role))
 			continue;
-		if (BindingRowStale(r, problem))
-			return NULL;
-		if (inherited == NULL)
-			inherited = r->tenant;
-		else if (strcmp(inherited, r->tenant) != 0)
+		if (*kind == BINDING_NONE)
 		{
-			*problem = psprintf("Role \"%s\" is a member of roles bound to tenants \"%s\" and \"%s\"",
-								GetUserNameFromId(user, false), inherited, r->tenant);
-			return NULL;
+			*kind = k;
+			*tenant = r->tenant;
+		}
+		else if (*kind != k || (k == BINDING_TENANT && strcmp(*tenant, r->tenant) != 0))
+		{
+			*problem = psprintf("Role \"%s\" is a member of roles bound to %s and to %s",
+								GetUserNameFromId(user, false),
+								BindingName(*kind, *tenant), BindingName(k, r->tenant));
+			return;
 		}
 	}
-	return inherited;
 }
 
-/*
- * Read role_tenant and work out the tenant of a session whose session user
- * is session_user and whose current role (SET ROLE) is outer_user. Both
- * count: a bound login role that switches to an unbound role (convctx_app
- * itself, say) stays bound.
- */
-static void
-BindingLoad(Oid session_user, Oid outer_user)
+/* The rows of convctx.role_tenant, their role names resolved now. */
+static BindingRow *
+BindingRows(Oid relid, int *nrows_out)
 {
-	Oid			relid = RoleTenantRelid();
 	Relation	rel;
+	TupleDesc	desc;
+	AttrNumber	name_att;
+	AttrNumber	tenant_att;
 	SysScanDesc scan;
 	HeapTuple	tup;
 	BindingRow *rows = NULL;
 	int			nrows = 0;
 	int			maxrows = 0;
-	char	   *problem = NULL;
-	char	   *of_session;
-	char	   *of_outer = NULL;
-
-	BindingReset();
-	binding_session_user = session_user;
-	binding_user = outer_user;
-	binding_relid = relid;
-	if (!OidIsValid(relid))
-		return;					/* not cached: the table may appear */
 
 	rel = table_open(relid, AccessShareLock);
-	RoleTenantCheckShape(RelationGetDescr(rel));
+	desc = RelationGetDescr(rel);
+	name_att = RoleTenantColumn(desc, "role_name");
+	tenant_att = RoleTenantColumn(desc, "tenant_id");
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		bool		null1,
-					null2,
-					null3;
-		Datum		role = heap_getattr(tup, Anum_role_tenant_role_id, desc, &null1);
-		Datum		tenant = heap_getattr(tup, Anum_role_tenant_tenant_id, desc, &null2);
-		Datum		name = heap_getattr(tup, Anum_role_tenant_role_name, desc, &null3);
+		bool		name_null,
+					tenant_null;
+		Datum		name = heap_getattr(tup, name_att, desc, &name_null);
+		Datum		tenant = heap_getattr(tup, tenant_att, desc, &tenant_null);
+		Oid			role;
 
-		if (null1 || null2 || null3)
+		if (name_null)
 			continue;
+		role = get_role_oid(TextDatumGetCString(name), true);
+		if (!OidIsValid(role))
+			continue;			/* binds nobody: unresolved_bindings lists it */
 		if (nrows == maxrows)
 		{
 			maxrows = maxrows ? maxrows * 2 : 16;
 			rows = rows ? repalloc(rows, sizeof(BindingRow) * maxrows)
 				: palloc(sizeof(BindingRow) * maxrows);
 		}
-		rows[nrows].role = DatumGetObjectId(role);
-		rows[nrows].tenant = TextDatumGetCString(tenant);
-		rows[nrows].role_name = TextDatumGetCString(name);
+		rows[nrows].role = role;
+		rows[nrows].tenant = tenant_null ? NULL : TextDatumGetCString(tenant);
 		nrows++;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-
-	of_session = RoleBinding(session_user, rows, nrows, &problem);
-	if (problem == NULL && outer_user != session_user)
-		of_outer = RoleBinding(outer_user, rows, nrows, &problem);
-	if (problem == NULL && of_session && of_outer && strcmp(of_session, of_outer) != 0)
-		problem = psprintf("Role \"%s\" is bound to tenant \"%s\" but acts as role \"%s\", bound to tenant \"%s\"",
-						   GetUserNameFromId(session_user, false), of_session,
-						   GetUserNameFromId(outer_user, false), of_outer);
-
-	if (problem)
-		binding_conflict = MemoryContextStrdup(TopMemoryContext, problem);
-	else if (of_outer || of_session)
-		binding_tenant = MemoryContextStrdup(TopMemoryContext, of_outer ? of_outer : of_session);
-	binding_valid = true;
+	*nrows_out = nrows;
+	return rows;
 }
 
 /*
- * The tenant the calling session is bound to, or NULL when it is unbound.
- * ERROR 42501 when its bindings contradict each other or are stale.
+ * Work out what a session whose session user is session_user and whose
+ * acting role (SET ROLE) is outer_user may act for, and cache it.
+ */
+static void
+BindingLoad(Oid session_user, Oid outer_user)
+{
+	Oid			relid = RoleTenantRelid();
+	BindingRow *rows = NULL;
+	int			nrows = 0;
+	char	   *problem = NULL;
+	BindingKind of_session,
+				of_outer = BINDING_NONE;
+	char	   *t_session,
+			   *t_outer = NULL;
+	BindingKind kind;
+	char	   *tenant;
+
+	BindingReset();
+	binding_session_user = session_user;
+	binding_user = outer_user;
+	binding_relid = relid;
+
+	if (superuser_arg(outer_user))
+	{
+		binding_kind = BINDING_ALL;
+		binding_valid = true;
+		return;
+	}
+
+	if (OidIsValid(relid))
+		rows = BindingRows(relid, &nrows);
+
+	RoleBinding(session_user, rows, nrows, &of_session, &t_session, &problem);
+	if (problem == NULL && outer_user != session_user)
+		RoleBinding(outer_user, rows, nrows, &of_outer, &t_outer, &problem);
+	if (problem == NULL && of_session != BINDING_NONE && of_outer != BINDING_NONE &&
+		(of_session != of_outer ||
+		 (of_session == BINDING_TENANT && strcmp(t_session, t_outer) != 0)))
+		problem = psprintf("Role \"%s\" is bound to %s but acts as role \"%s\", bound to %s",
+						   GetUserNameFromId(session_user, false),
+						   BindingName(of_session, t_session),
+						   GetUserNameFromId(outer_user, false),
+						   BindingName(of_outer, t_outer));
+
+	kind = of_outer != BINDING_NONE ? of_outer : of_session;
+	tenant = of_outer != BINDING_NONE ? t_outer : t_session;
+	if (problem)
+		binding_conflict = MemoryContextStrdup(TopMemoryContext, problem);
+	else
+	{
+		binding_kind = kind;
+		if (kind == BINDING_TENANT)
+			binding_tenant = MemoryContextStrdup(TopMemoryContext, tenant);
+	}
+	/* without the table nothing is cached: it may be created later */
+	binding_valid = OidIsValid(relid);
+}
+
+/*
+ * The tenant the calling session is bound to, or NULL when it may act for
+ * any tenant (a superuser, or a role bound to every tenant). ERROR 42501
+ * for a session that may act for no tenant: unbound, or bound twice in
+ * contradiction.
  */
 const char *
 BoundTenant(void)
@@ -276,6 +355,11 @@ BoundTenant(void)
 	Oid			session_user = GetSessionUserId();
 	Oid			outer_user = GetOuterUserId();
 
+	if (!binding_seen_in_xact && IsTransactionState())
+	{
+		AcceptInvalidationMessages();
+		binding_seen_in_xact = true;
+	}
 	if (!binding_valid || binding_session_user != session_user || binding_user != outer_user)
 		BindingLoad(session_user, outer_user);
 	if (binding_conflict)
@@ -283,14 +367,27 @@ BoundTenant(void)
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("the tenant of this session cannot be determined"),
 				errdetail("%s.", binding_conflict),
-				errhint("Fix the bindings with convctx.bind_role_tenant or convctx.unbind_role_tenant."));
+				errhint("Bind the role itself with convctx.bind_role_tenant, or remove a binding with convctx.unbind_role_tenant."));
+	if (binding_kind == BINDING_NONE)
+	{
+		char	   *role = GetUserNameFromId(outer_user, false);
+		char	   *db = get_database_name(MyDatabaseId);
+
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("role \"%s\" is not bound to a tenant", role),
+				errdetail("In database \"%s\" only superusers and roles bound to a tenant, or to every tenant, act for a tenant.",
+						  db ? db : "?"),
+				errhint("Bind it as a superuser: SELECT convctx.bind_role_tenant(%s, 'tenant'); '' is the tenant of a single-tenant database.",
+						quote_literal_cstr(role)));
+	}
 	return binding_tenant;
 }
 
 /*
  * The tenant of the calling session, as a text datum. For a bound role its
- * binding, and ERROR 42501 if convctx.tenant names another tenant; for an
- * unbound role convctx.tenant, else the empty string.
+ * binding, and ERROR 42501 if convctx.tenant names another tenant; for a
+ * role that may act for any tenant convctx.tenant, else the empty string.
  */
 text *
 CurrentTenant(void)
@@ -330,9 +427,45 @@ convctx_current_tenant(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(CurrentTenant());
 }
 
+PG_FUNCTION_INFO_V1(convctx_admin_scope);
+
 /*
- * Only an unbound role may change bindings: a role bound to a tenant must
- * not be able to move itself, or anyone, to another one.
+ * admin_scope() -> text: the tenant whose rows the administrators' read
+ * functions return, NULL for every tenant (a superuser, or a role bound to
+ * every tenant); 42501 like every tenant-scoped function otherwise.
+ */
+Datum
+convctx_admin_scope(PG_FUNCTION_ARGS)
+{
+	if (BoundTenant() == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(CurrentTenant());
+}
+
+PG_FUNCTION_INFO_V1(convctx_role_tenant_changed);
+
+/*
+ * Trigger on convctx.role_tenant, for each row (INSERT, UPDATE, DELETE,
+ * also as applied by logical replication and COPY) and each TRUNCATE:
+ * announce the change to every session, whichever route made it.
+ * Duplicate invalidations within a command are merged by PostgreSQL.
+ */
+Datum
+convctx_role_tenant_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "role_tenant_changed: not called as a trigger");
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	binding_valid = false;
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * Only a superuser or a role bound to every tenant may change bindings: a
+ * role bound to one tenant must not be able to move itself, or anyone, to
+ * another one; an unbound role gets 42501 from BoundTenant already.
  */
 static void
 CheckMayBind(const char *what)
@@ -343,89 +476,148 @@ CheckMayBind(const char *what)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("permission denied to %s", what),
-				errdetail("This session is bound to tenant \"%s\"; only unbound roles manage bindings.",
+				errdetail("This session is bound to tenant \"%s\"; only superusers and roles bound to every tenant manage bindings.",
 						  bound));
 }
 
 /*
- * The role argument; must_exist is false for unbinding, which also clears
- * the binding left behind by a dropped role.
+ * The role name argument, exactly as in pg_roles. must_exist is false for
+ * unbinding, which also removes the binding of a role that does not exist
+ * (dropped, renamed, or never created in this cluster).
  */
-static Oid
-ArgRole(FunctionCallInfo fcinfo, int argno, bool must_exist)
+static char *
+ArgRoleName(FunctionCallInfo fcinfo, int argno, bool must_exist)
 {
-	Oid			role;
+	char	   *name;
 
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("role must not be null"));
-	role = PG_GETARG_OID(argno);
-	if (must_exist && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (name[0] == '\0')
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("role must not be empty"));
+	if (strlen(name) >= NAMEDATALEN)
+		ereport(ERROR,
+				errcode(ERRCODE_NAME_TOO_LONG),
+				errmsg("role name is too long"),
+				errdetail("A role name has at most %d bytes.", NAMEDATALEN - 1));
+	if (must_exist && !OidIsValid(get_role_oid(name, true)))
 		ereport(ERROR,
 				errcode(ERRCODE_UNDEFINED_OBJECT),
-				errmsg("role with OID %u does not exist", role));
-	return role;
+				errmsg("role \"%s\" does not exist", name),
+				errhint("Give the role's name exactly as pg_roles.rolname spells it."));
+	return name;
 }
 
-/* Audited as an event of the tenant bound or unbound. */
+/*
+ * The tenant argument of bind_role_tenant: any id, the empty one included
+ * (the tenant of a single-tenant database).
+ */
+static text *
+ArgTenant(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *tenant;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("tenant must not be null"),
+				errhint("Bind a role that serves every tenant with convctx.bind_role_all_tenants."));
+	tenant = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(tenant) > CONVCTX_MAX_ID_BYTES)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("tenant is too long"),
+				errdetail("It has %d bytes; at most %d are allowed.",
+						  (int) VARSIZE_ANY_EXHDR(tenant), CONVCTX_MAX_ID_BYTES));
+	return tenant;
+}
+
+/*
+ * Audited as an event of the tenant bound or unbound; a binding to every
+ * tenant as one of tenant '' with "all_tenants": true.
+ */
 static void
-AuditBinding(const char *action, Oid role, text *tenant_id)
+AuditBinding(const char *action, const char *role, text *tenant_id)
 {
 	JsonbParseState *state = NULL;
 	JsonbValue *res;
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&state, "role");
+	JsonbPushString(&state, WJB_VALUE, role, strlen(role));
+	if (tenant_id == NULL)
 	{
-		char	   *name = GetUserNameFromId(role, true);
+		JsonbValue	v;
 
-		if (name == NULL)
-			name = psprintf("%u", role);
-
-		JsonbPushString(&state, WJB_VALUE, name, strlen(name));
+		JsonbPushKey(&state, "all_tenants");
+		v.type = jbvBool;
+		v.val.boolean = true;
+		pushJsonbValue(&state, WJB_VALUE, &v);
 	}
 	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-	AuditWrite(tenant_id, action, NULL, NULL,
+	AuditWrite(tenant_id ? tenant_id : cstring_to_text(""), action, NULL, NULL,
 			   JsonbToCString(NULL, &JsonbValueToJsonb(res)->root, 64));
 }
 
-PG_FUNCTION_INFO_V1(convctx_bind_role_tenant);
-
-/*
- * bind_role_tenant(role, tenant) -> void
- */
-Datum
-convctx_bind_role_tenant(PG_FUNCTION_ARGS)
+/* Bind role to tenant_id (NULL: every tenant); audited when it changed. */
+static void
+BindRole(const char *role, text *tenant_id)
 {
-	Oid			role = ArgRole(fcinfo, 0, true);
-	text	   *tenant_id = ArgRequiredId(fcinfo, 1, "tenant");
-	Oid			argtypes[3] = {REGROLEOID, TEXTOID, TEXTOID};
-	Datum		values[3] = {ObjectIdGetDatum(role), PointerGetDatum(tenant_id),
-	CStringGetTextDatum(GetUserNameFromId(role, false))};
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(role), PointerGetDatum(tenant_id)};
+	char		nulls[2] = {' ', tenant_id ? ' ' : 'n'};
 
 	CheckMayBind("bind roles to tenants");
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&bind_plan, BIND_SQL, 3, argtypes), values, NULL, false, 0,
+	SpiRunPlan(SpiKeptPlan(&bind_plan, BIND_SQL, 2, argtypes), values, nulls, false, 0,
 			   SPI_OK_INSERT);
 	if (SPI_processed > 0)
-		AuditBinding("bind_role_tenant", role, tenant_id);
+		AuditBinding(tenant_id ? "bind_role_tenant" : "bind_role_all_tenants", role, tenant_id);
 	SPI_finish();
-	CacheInvalidateRelcacheByRelid(RoleTenantRelid());
+}
+
+PG_FUNCTION_INFO_V1(convctx_bind_role_tenant_0_3);
+
+/*
+ * bind_role_tenant(role text, tenant text) -> void
+ */
+Datum
+convctx_bind_role_tenant_0_3(PG_FUNCTION_ARGS)
+{
+	char	   *role = ArgRoleName(fcinfo, 0, true);
+	text	   *tenant_id = ArgTenant(fcinfo, 1);
+
+	BindRole(role, tenant_id);
 	PG_RETURN_VOID();
 }
 
-PG_FUNCTION_INFO_V1(convctx_unbind_role_tenant);
+PG_FUNCTION_INFO_V1(convctx_bind_role_all_tenants);
 
 /*
- * unbind_role_tenant(role) -> boolean: whether there was a binding
+ * bind_role_all_tenants(role text) -> void
  */
 Datum
-convctx_unbind_role_tenant(PG_FUNCTION_ARGS)
+convctx_bind_role_all_tenants(PG_FUNCTION_ARGS)
 {
-	Oid			role = ArgRole(fcinfo, 0, false);
-	Oid			argtypes[1] = {REGROLEOID};
-	Datum		values[1] = {ObjectIdGetDatum(role)};
+	BindRole(ArgRoleName(fcinfo, 0, true), NULL);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(convctx_unbind_role_tenant_0_3);
+
+/*
+ * unbind_role_tenant(role text) -> boolean: whether there was a binding
+ */
+Datum
+convctx_unbind_role_tenant_0_3(PG_FUNCTION_ARGS)
+{
+	char	   *role = ArgRoleName(fcinfo, 0, false);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(role)};
 	bool		removed;
 
 	CheckMayBind("unbind roles from tenants");
@@ -436,12 +628,43 @@ convctx_unbind_role_tenant(PG_FUNCTION_ARGS)
 	if (removed)
 	{
 		bool		isnull;
+		Datum		tenant = SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull);
 
-		AuditBinding("unbind_role_tenant", role,
-					 DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0],
-												  SPI_tuptable->tupdesc, 1, &isnull)));
+		AuditBinding("unbind_role_tenant", role, isnull ? NULL : DatumGetTextPP(tenant));
 	}
 	SPI_finish();
-	CacheInvalidateRelcacheByRelid(RoleTenantRelid());
 	PG_RETURN_BOOL(removed);
+}
+
+/*
+ * The functions of version 0.2.0, which took a regrole, are gone from the
+ * catalog of 0.3.0; their symbols stay so that a catalog not yet updated
+ * gets a clear error instead of a missing symbol.
+ */
+static void
+ReplacedFunction(const char *name)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errmsg("%s(regrole) was replaced in convctx 0.3.0", name),
+			errhint("Update the extension with ALTER EXTENSION convctx UPDATE."));
+}
+
+PG_FUNCTION_INFO_V1(convctx_bind_role_tenant);
+
+Datum
+convctx_bind_role_tenant(PG_FUNCTION_ARGS)
+{
+	ReplacedFunction("bind_role_tenant");
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(convctx_unbind_role_tenant);
+
+Datum
+convctx_unbind_role_tenant(PG_FUNCTION_ARGS)
+{
+	ReplacedFunction("unbind_role_tenant");
+	PG_RETURN_VOID();
 }

@@ -80,7 +80,18 @@ INSERT INTO fuzz.spec VALUES
    '{sid,turn,j:answers}', '{22004,22023,54000,P0002,55000}'),
   ('convctx.render_clarification(jsonb,text)', '{j:clar,content}', '{22023}'),
   ('convctx.bind_role_tenant(regrole,text)', '{role,tenant}', '{22004,22023,54000,42501,42704}'),
-  ('convctx.unbind_role_tenant(regrole)', '{role}', '{22004,42501}');
+  ('convctx.unbind_role_tenant(regrole)', '{role}', '{22004,42501}'),
+  -- 0.3.0: bindings by role name (42622 a name longer than a role name can be)
+  ('convctx.bind_role_tenant(text,text)', '{rolename,tenant}', '{22004,22023,42622,54000,42501,42704}'),
+  ('convctx.bind_role_all_tenants(text)', '{rolename}', '{22004,22023,42622,42501,42704}'),
+  ('convctx.unbind_role_tenant(text)', '{rolename}', '{22004,22023,42622,42501}'),
+  ('convctx.bindings()', '{}', '{}'),
+  ('convctx.unresolved_bindings()', '{}', '{}'),
+  ('convctx.admin_scope()', '{}', '{54000}'),
+  ('convctx.admin_sessions(text)', '{sid}', '{}'),
+  ('convctx.admin_stats()', '{}', '{}'),
+  ('convctx.admin_audit()', '{}', '{}'),
+  ('convctx.admin_session_turns(text)', '{sid}', '{54000}');
 
 -- (routine, SQLSTATE) pairs seen raised although the README does not
 -- document them, reported by the test as TODO instead of failing it. Each
@@ -330,6 +341,15 @@ BEGIN
     LOOP
         PERFORM fuzz.add('text', 'tenant', s);
     END LOOP;
+    -- role names for the binding functions of 0.3.0: existing roles (never the
+    -- calling one), a dropped and a renamed bound role's old names, a
+    -- built-in role, and names that no role has
+    FOREACH s IN ARRAY ARRAY[$$'fuzz_app'$$, $$'fuzz_other'$$, $$'convctx_app'$$, $$'fuzz "odd" role'$$,
+                             $$'fuzz_gone'$$, $$'fuzz_renamed'$$, $$'pg_monitor'$$, $$'FUZZ_APP'$$,
+                             $$repeat('r', 63)$$]
+    LOOP
+        PERFORM fuzz.add('text', 'rolename', s);
+    END LOOP;
     -- convctx.tenant of the calling session: mostly '', tA and tB (the same
     -- session and request ids in each), now and then an odd one
     FOREACH s IN ARRAY ARRAY[$$''$$, $$''$$, $$'tA'$$, $$'tA'$$, $$'tA'$$, $$'tB'$$, $$'tB'$$, $$'tB'$$]
@@ -519,6 +539,7 @@ CREATE FUNCTION fuzz.missing() RETURNS SETOF text LANGUAGE sql AS $$
       FROM pg_proc p
      WHERE p.pronamespace = 'convctx'::regnamespace
        AND p.prokind IN ('f', 'p')
+       AND p.prorettype <> 'trigger'::regtype
        AND NOT EXISTS (SELECT FROM fuzz.spec s
                         WHERE s.sig = p.oid::regprocedure::text
                           AND cardinality(s.kinds) = p.pronargs)
@@ -879,7 +900,7 @@ BEGIN
                     CONTINUE;
                 END IF;
 
-                IF kind IN ('rid', 'iid', 'content', 'query', 'schedule', 'tenant') THEN
+                IF kind IN ('rid', 'iid', 'content', 'query', 'schedule', 'tenant', 'rolename') THEN
                     IF valid OR r >= hostile THEN
                         IF kind = 'rid' AND random() < 0.5 THEN
                             sval := 'f' || batch || '-' || floor(random() * 1000)::int;

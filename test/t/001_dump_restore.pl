@@ -1,7 +1,7 @@
 # pg_dump / pg_restore round trip: every convctx row of every table comes
-# back, with the audit sequence, the role bindings, the privileges granted
-# on convctx objects and the database's convctx settings; the extension
-# works on the restored copy, for a bound role too.
+# back, with the audit sequence, the role bindings (by role name), the
+# privileges granted on convctx objects and the database's convctx
+# settings; the extension works on the restored copy, for a bound role too.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -100,7 +100,7 @@ $node->command_ok([ 'pg_restore', '--create', '--exit-on-error', '-d', $node->co
 my $after = $node->safe_psql('src', $snapshot);
 is($after, $before, 'every row, binding, grant, policy and setting restored');
 is($node->safe_psql('src', "SELECT extversion FROM pg_extension WHERE extname = 'convctx'"),
-   '0.2.0', 'extension version restored');
+   '0.3.0', 'extension version restored');
 
 # The extension works on the restored copy.
 is($node->safe_psql('src', q{
@@ -113,10 +113,24 @@ is($node->safe_psql('src', q{
    'Q1=A1, Q2=A2 corrected', 'recent turns of the restored session');
 is($node->safe_psql('src', q{
     SET ROLE admin_acme;
-    SELECT (SELECT count(*) FROM convctx.turn) || ' ' ||
+    SELECT (SELECT count(*) FROM convctx.admin_session_turns('s1')) || ' ' ||
            (SELECT convctx.start_turn('s1', 'r1', 'Q1 retried') = turn_id
-              FROM convctx.turn WHERE session_id = 's1' AND request_id = 'r1' AND replaced_by_turn_id IS NULL)::text}),
-   '4 true', 'a retry on the restored copy finds its turn; the admin sees its tenant only');
+              FROM convctx.admin_session_turns('s1') WHERE request_id = 'r1' AND replaced_by_turn_id IS NULL)::text
+           || ' ' || (SELECT string_agg(tenant, ',') FROM convctx.sessions)}),
+   '4 true acme', 'a retry on the restored copy finds its turn; the admin sees its tenant only');
+is($node->safe_psql('src', q{
+    SELECT string_agg(role_name || '=' || tenant_id, ',' ORDER BY role_name) FROM convctx.bindings()}),
+   'admin_acme=acme,app_acme=acme', 'the bindings are restored by role name');
+is($node->safe_psql('src', q{SELECT count(*) FROM convctx.unresolved_bindings()}), '0',
+   'and every one resolves');
+# reporting was granted SELECT on convctx.turn by the DBA, and is bound to
+# nothing: with convctx_app it passes the privilege checks, and row-level
+# security refuses it every row
+$node->safe_psql('postgres', 'GRANT convctx_app TO reporting');
+my ($rc0, $out0, $err0) = $node->psql('src', q{SET ROLE reporting; SET convctx.tenant = 'acme';
+    SELECT count(*) FROM convctx.turn});
+like($err0, qr/role "reporting" is not bound to a tenant/, 'an unbound role reads no tenant on the restored copy');
+$node->safe_psql('postgres', 'REVOKE convctx_app FROM reporting');
 is($node->safe_psql('src', q{
     SET convctx.tenant = 'globex';
     SELECT string_agg(question_neutral, ',') FROM convctx.recent_turns('s1')}),

@@ -74,7 +74,19 @@ $q->(q{
 $q->(slurp_file($fuzz_sql));
 # Stale bindings: a role bound and then dropped (its OID stays in
 # role_tenant), and one bound and then renamed.
-if ($q->(q{SELECT to_regprocedure('convctx.bind_role_tenant(regrole,text)') IS NOT NULL}) eq 't')
+if ($q->(q{SELECT to_regprocedure('convctx.bind_role_tenant(text,text)') IS NOT NULL}) eq 't')
+{
+    # 0.3.0: bindings name roles; the old names stay behind, binding nobody
+    $q->(q{
+        CREATE ROLE fuzz_gone;
+        SELECT convctx.bind_role_tenant('fuzz_gone', 'tA');
+        DROP ROLE fuzz_gone;
+        CREATE ROLE fuzz_renamed;
+        SELECT convctx.bind_role_tenant('fuzz_renamed', 'tB');
+        ALTER ROLE fuzz_renamed RENAME TO fuzz_renamed_now;
+    });
+}
+elsif ($q->(q{SELECT to_regprocedure('convctx.bind_role_tenant(regrole,text)') IS NOT NULL}) eq 't')
 {
     $q->(q{
         CREATE ROLE fuzz_gone;
