@@ -348,7 +348,7 @@ convctx_context_history(PG_FUNCTION_ARGS)
 	MemoryContext caller = CurrentMemoryContext;
 	HistoryEntry *entries;
 	int			nentries = 0;
-	int			cap;
+	int64		cap;
 	idmap_hash *seen;
 	int			priority;
 	int			i;
@@ -382,7 +382,12 @@ convctx_context_history(PG_FUNCTION_ARGS)
 	}
 	MemoryContextSwitchTo(caller);
 
-	/* Collect the candidates in display order. */
+	/*
+	 * Collect the candidates in display order. Each stored array holds up
+	 * to JB_CMASK elements and turns is not bounded, so the count is summed
+	 * in 64 bits and refused when the entries could not be allocated
+	 * (which also keeps it within int).
+	 */
 	cap = current ? JB_ROOT_COUNT(current) : 0;
 	for (i = 0; i < (int) nrows; i++)
 	{
@@ -391,6 +396,13 @@ convctx_context_history(PG_FUNCTION_ARGS)
 
 		if (!isnull)
 			cap += JB_ROOT_COUNT(DatumGetJsonbP(d));
+		if (cap > (int64) (MaxAllocSize / sizeof(HistoryEntry)))
+			ereport(ERROR,
+					errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					errmsg("context history has too many chunks"),
+					errdetail("The %d turns asked for hold more than %d chunks.",
+							  turns, (int) (MaxAllocSize / sizeof(HistoryEntry))),
+					errhint("Ask for fewer turns."));
 	}
 	entries = palloc(sizeof(HistoryEntry) * Max(cap, 1));
 	for (i = 0; i < (int) nrows; i++)
