@@ -158,3 +158,24 @@ SELECT to_json(convctx.context_aspect(jsonb_build_object('activeNodeIds',
     jsonb_build_array(E'a\x1b[2Kb', E'c\u009b2Kd', E'e\tf', E'g\x7fh', E'i\x01\x02j', E'trailing\n\r\n')), NULL)) AS aspect;
 SELECT to_json(convctx.render_context_history(jsonb_build_array(jsonb_build_object('section', 'current',
     'chunk', jsonb_build_object('id', 'x', 'text', E'one\x1b[8mhidden\x1b[0m\ntwo\x0b\x0cthree'))))) AS history;
+-- every break and control at every offset of a word: one line, or an indented one
+SELECT count(*) AS cases,
+       count(*) FILTER (WHERE convctx.context_aspect(jsonb_build_object('activeNodeIds', jsonb_build_array(t)))
+                        <> E'In this conversation, the following regulatory concepts are already in scope:\n- '
+                           || pre || 'x y' || post || E'\nWhere relevant, prefer grounded explanations that reuse these concepts.') AS wrong_lines,
+       count(*) FILTER (WHERE convctx.render_context_history(jsonb_build_array(jsonb_build_object('section', 'current',
+                            'chunk', jsonb_build_object('id', 'i', 'text', t))))
+                        <> E'=== CURRENT CONTEXT (new for this query) ===\n[1] i\nText: '
+                           || pre || 'x' || CASE WHEN is_break THEN E'\n  ' ELSE ' ' END || 'y' || post) AS wrong_blocks
+FROM (SELECT repeat('a', k) AS pre, repeat('b', 20) AS post, repeat('a', k) || 'x' || c || 'y' || repeat('b', 20) AS t, is_break
+      FROM generate_series(0, 15) k,
+           (VALUES (E'\n', true), (E'\r', true), (E'\r\n', true), (E'\x0b', true), (E'\f', true), (U&'\0085', true),
+                   (U&'\2028', true), (U&'\2029', true), (E'\x01', false), (E'\x1b', false), (E'\x1f', false),
+                   (E'\x7f', false), (U&'\0080', false), (U&'\009b', false), (U&'\009f', false)) v(c, is_break)) s;
+-- and what is not a break or a control passes unchanged, at every offset too
+SELECT count(*) FILTER (WHERE convctx.context_aspect(jsonb_build_object('activeNodeIds', jsonb_build_array(t)))
+                        <> E'In this conversation, the following regulatory concepts are already in scope:\n- '
+                           || t || E'\nWhere relevant, prefer grounded explanations that reuse these concepts.') AS changed
+FROM (SELECT repeat('a', k) || c || repeat('b', 20) AS t
+      FROM generate_series(0, 15) k,
+           (VALUES (E'\t'), (U&'\00a0'), (U&'\00c2'), (U&'\00e2'), (U&'\2026'), (U&'\2027'), (U&'\202a'), ('é'), ('~')) v(c)) s;

@@ -83,6 +83,27 @@ CurrentPromptEncoding(void)
 }
 
 /*
+ * The bytes that can begin a line break or a control character in each
+ * PromptEncoding, so that ordinary text is passed over in a tight loop.
+ */
+static bool lead_tables_made = false;
+static bool lead_bytes[3][256];
+
+static void
+MakeLeadTables(void)
+{
+	int			e;
+	int			c;
+
+	for (e = 0; e < 3; e++)
+		for (c = 0; c < 256; c++)
+			lead_bytes[e][c] = ((c < 0x20 && c != '\t') || c == 0x7f ||
+								(e == PE_UTF8 && (c == 0xc2 || c == 0xe2)) ||
+								(e == PE_ISO8859 && c >= 0x80 && c <= 0x9f));
+	lead_tables_made = true;
+}
+
+/*
  * Classify the character at s[i] (i < len) and set *clen to its length
  * in bytes when it is not ordinary. Every server encoding keeps bytes
  * below 0x80 for ASCII, so the ASCII tests are safe in all of them.
@@ -130,6 +151,14 @@ ClassifyAt(const unsigned char *s, int len, int i, PromptEncoding enc, int *clen
 }
 
 /*
+ * Word-at-a-time tests: nonzero when some byte of w is below n (n <= 128,
+ * exact for "some"), every byte of ONE_BYTES is 1, of HIGH_BITS 0x80.
+ */
+#define ONE_BYTES	UINT64CONST(0x0101010101010101)
+#define HIGH_BITS	UINT64CONST(0x8080808080808080)
+#define BYTES_BELOW(w, n) (((w) - ONE_BYTES * (n)) & ~(w) & HIGH_BITS)
+
+/*
  * Append s: ordinary runs as they are, and each run of line breaks and
  * controls that is not at the end as one space (indent == NULL) or, for
  * a block, each line break as a new line starting with indent and each
@@ -140,16 +169,30 @@ AppendPromptText(StringInfo buf, const char *str, int len, const char *indent)
 {
 	const unsigned char *s = (const unsigned char *) str;
 	PromptEncoding enc = CurrentPromptEncoding();
+	const bool *lead;
 	int			start = 0;
 	int			i = 0;
 
+	if (unlikely(!lead_tables_made))
+		MakeLeadTables();
+	lead = lead_bytes[enc];
 	while (i < len)
 	{
 		int			clen;
 		int			run_end;
-		PromptChar	pc = ClassifyAt(s, len, i, enc, &clen);
+		uint64		w;
 
-		if (pc == PC_ORDINARY)
+		/* eight plain ASCII bytes (no control, no DEL) at a time */
+		if (i + 8 <= len)
+		{
+			memcpy(&w, s + i, 8);
+			if (((w & HIGH_BITS) | BYTES_BELOW(w, 0x20) | BYTES_BELOW(w ^ (ONE_BYTES * 0x7f), 1)) == 0)
+			{
+				i += 8;
+				continue;
+			}
+		}
+		if (!lead[s[i]] || ClassifyAt(s, len, i, enc, &clen) == PC_ORDINARY)
 		{
 			i++;
 			continue;
