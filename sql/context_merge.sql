@@ -120,3 +120,24 @@ SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "jurisdi
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "shortDescription": {}}]');
 \echo :LAST_ERROR_SQLSTATE
+
+-- ids crafted to share one value of PostgreSQL's unkeyed hash (made by
+-- test/bench/idmap_collide.c): the id set hashes them with a per-backend key,
+-- and the merge stays correct (and linear: see README, Performance)
+CREATE TEMP TABLE crafted AS SELECT regexp_split_to_array(btrim($$
+:UQub7:Rv.;( k+~0@QP/bF;c (*%SuORi^XFr -Xe?@d<Oa4&p kCb]0XJSWm^N 3&)x(Q0H3:+q <CQOPxqHIZj. J^Tls^md3d<C
+NUY0aFpmvH+4 zZk>2A5l!c7V s78#T[)`=cC= >P.GT75_Hun: gf;UtP`6T]T= Miq[QO%l#Iye VHE@Xg~foSxq q|>:n=Goi%Oy
+QdY5+D!nLb.L o>aEOCzb?NaH rZ5X76GfRQz6 !C8X~o4q+G~: jgmACGB%A0UU 4a6DI=Nq+Y!* 5rG3<+uQwanx +L#R8JVUZ5D&
+I`pH+Huj`w7Y <t+xqSNSQHCV Dw<:.e*0m<T* ^3e.j?2hD`=t wgEtHSTL;_;f oh~z&2MFx@xX L1eN==PVlMV7 V0^2AH`WC7Bn
+Cqf1o%LXZ^XT -U(ifZ|qw;r8 (g=^UUF__Na= .Hpd%x>q`rk: L.yA?yKLhf6C GKajb2Lbg6M! ym#_dH/OQ8<> <i)fX5G|DA~V
+*~3B_~^^6@.X !+EcOW0on[!? ;+Kl!w*uU]## y~OW&p2Qt0F4 K>Gwd8g?:I03 tlT;RmTsf_8> C)|MTC48N4EF pkj^k_:?lEH1
+@j9)G_:;pG)_ [HZWLf+-&+a@ IL`Z01UEWgnf PGXJXw9tTjnM Iw`2-ofZ)ck* b.u>:.w/yN_6 T~iO7*IK33|q mwU~FEr>1`?]
+IHejXEn_fj(f _xSJvI.XACMq &Xoh.&!!4B&1 qLJp?U.?`@D3 GnAT>cR9z;ce T+:fqYd(k]^_ f=rYulvWlRkT `c/XRftmZYAG$$, E' \n'), '\s+') AS ids;
+SELECT cardinality(ids) AS ids, (SELECT count(DISTINCT hashtext(i)) FROM unnest(ids) i) AS unkeyed_hash_values FROM crafted;
+SELECT jsonb_array_length(m -> 'activeNodeIds') AS kept, m -> 'activeNodeIds' = to_jsonb(ids) AS in_order
+FROM crafted, convctx.context_merge(convctx.context_merge(NULL, ids), ids || ids, 100) m;
+-- the first half referenced again moves behind the second; the cap keeps the newest
+SELECT m -> 'activeNodeIds' = to_jsonb(ids[33:64] || ids[1:32]) AS moved
+FROM crafted, convctx.context_merge(convctx.context_merge(NULL, ids), ids[1:32]) m;
+SELECT m -> 'activeNodeIds' = to_jsonb(ids[55:64]) AS capped
+FROM crafted, convctx.context_merge(NULL, ids, 10) m;

@@ -29,6 +29,7 @@
 
 #include "convctx.h"
 #include "idmap.h"
+#include "prompt_text.h"
 
 /* The ids of a context's activeNodeIds, in stored order. */
 typedef struct NodeIdList
@@ -299,6 +300,9 @@ PG_FUNCTION_INFO_V1(convctx_context_aspect);
  * The "active concepts" paragraph for the system prompt: one line per
  * active node id, in activeNodeIds order, described by the matching
  * object of nodes when there is one. NULL when there are no active ids.
+ * Ids and node fields come from the app's graph and from model output, so
+ * each is shown on one line (prompt_text.c): none can start a concept
+ * line or the closing sentence of its own.
  */
 Datum
 convctx_context_aspect(PG_FUNCTION_ARGS)
@@ -404,25 +408,25 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 
 		appendStringInfoString(&buf, "\n- ");
 		if (e->index < 0)
-			appendBinaryStringInfo(&buf, key.str, key.len);
+			AppendPromptLine(&buf, key.str, key.len);
 		else
 		{
 			AspectNode *node = &nodes[e->index];
 
-			appendBinaryStringInfo(&buf, node->label.val.string.val,
-								   node->label.val.string.len);
+			AppendPromptLine(&buf, node->label.val.string.val,
+							 node->label.val.string.len);
 			if (node->jurisdiction.type == jbvString)
 			{
 				appendStringInfoString(&buf, " (");
-				appendBinaryStringInfo(&buf, node->jurisdiction.val.string.val,
-									   node->jurisdiction.val.string.len);
+				AppendPromptLine(&buf, node->jurisdiction.val.string.val,
+								 node->jurisdiction.val.string.len);
 				appendStringInfoChar(&buf, ')');
 			}
 			if (node->description.type == jbvString)
 			{
 				appendStringInfoString(&buf, dash);
-				appendBinaryStringInfo(&buf, node->description.val.string.val,
-									   node->description.val.string.len);
+				AppendPromptLine(&buf, node->description.val.string.val,
+								 node->description.val.string.len);
 			}
 		}
 		lines++;

@@ -3,7 +3,9 @@
  * idmap.h
  *	  A hash set of string ids borrowed from jsonb or text[] inputs (not
  *	  NUL-terminated), for the O(n) deduplication the jsonb functions need.
- *	  Each including file gets its own static instance of simplehash.
+ *	  Each including file gets its own static instance of simplehash. Ids
+ *	  are hashed with a per-backend key (idmap.c), so ids crafted to
+ *	  collide cannot turn the linear passes quadratic.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -14,7 +16,8 @@
 #ifndef CONVCTX_IDMAP_H
 #define CONVCTX_IDMAP_H
 
-#include "common/hashfn.h"
+extern uint64 IdMapSipHash(const uint64 k[2], const unsigned char *s, size_t len, int c, int d);
+extern uint32 IdMapHash(const char *s, int len);
 
 typedef struct IdKey
 {
@@ -37,7 +40,7 @@ typedef struct IdEntry
 #define SH_ELEMENT_TYPE IdEntry
 #define SH_KEY_TYPE		IdKey
 #define SH_KEY			key
-#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).str, (k).len)
+#define SH_HASH_KEY(tb, k) IdMapHash((k).str, (k).len)
 #define SH_EQUAL(tb, a, b) ((a).len == (b).len && memcmp((a).str, (b).str, (a).len) == 0)
 #define SH_STORE_HASH
 #define SH_GET_HASH(tb, a) ((a)->hash)

@@ -30,6 +30,7 @@
 
 #include "convctx.h"
 #include "idmap.h"
+#include "prompt_text.h"
 
 static SPIPlanPtr turn_no_plan = NULL;
 static SPIPlanPtr earlier_plan = NULL;
@@ -347,7 +348,7 @@ convctx_context_history(PG_FUNCTION_ARGS)
 	MemoryContext caller = CurrentMemoryContext;
 	HistoryEntry *entries;
 	int			nentries = 0;
-	int			cap;
+	int64		cap;
 	idmap_hash *seen;
 	int			priority;
 	int			i;
@@ -381,7 +382,12 @@ convctx_context_history(PG_FUNCTION_ARGS)
 	}
 	MemoryContextSwitchTo(caller);
 
-	/* Collect the candidates in display order. */
+	/*
+	 * Collect the candidates in display order. Each stored array holds up
+	 * to JB_CMASK elements and turns is not bounded, so the count is summed
+	 * in 64 bits and refused when the entries could not be allocated
+	 * (which also keeps it within int).
+	 */
 	cap = current ? JB_ROOT_COUNT(current) : 0;
 	for (i = 0; i < (int) nrows; i++)
 	{
@@ -390,6 +396,13 @@ convctx_context_history(PG_FUNCTION_ARGS)
 
 		if (!isnull)
 			cap += JB_ROOT_COUNT(DatumGetJsonbP(d));
+		if (cap > (int64) (MaxAllocSize / sizeof(HistoryEntry)))
+			ereport(ERROR,
+					errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					errmsg("context history has too many chunks"),
+					errdetail("The %d turns asked for hold more than %d chunks.",
+							  turns, (int) (MaxAllocSize / sizeof(HistoryEntry))),
+					errhint("Ask for fewer turns."));
 	}
 	entries = palloc(sizeof(HistoryEntry) * Max(cap, 1));
 	for (i = 0; i < (int) nrows; i++)
@@ -474,22 +487,25 @@ convctx_context_history(PG_FUNCTION_ARGS)
 	PG_RETURN_JSONB_P(out);
 }
 
-/* A header label with {n} replaced by turns_ago. */
+/* A header label with {n} replaced by turns_ago, on one line. */
 static void
 AppendLabel(StringInfo buf, const char *label, int len, const char *turns_ago)
 {
+	StringInfoData raw;
 	int			i;
 
+	initStringInfo(&raw);
 	for (i = 0; i < len; i++)
 	{
 		if (i + 2 < len && label[i] == '{' && label[i + 1] == 'n' && label[i + 2] == '}')
 		{
-			appendStringInfoString(buf, turns_ago);
+			appendStringInfoString(&raw, turns_ago);
 			i += 2;
 		}
 		else
-			appendStringInfoChar(buf, label[i]);
+			appendStringInfoChar(&raw, label[i]);
 	}
+	AppendPromptLine(buf, raw.data, raw.len);
 }
 
 static char *
@@ -502,6 +518,14 @@ PG_FUNCTION_INFO_V1(convctx_render_context_history);
 
 /*
  * render_context_history(history, labels) -> text
+ *
+ * Per section a header line (a new one whenever the section or, in
+ * history, the turn changes; blank line between sections), then per chunk
+ * "[k] source - title" (the id when it has neither), "Title: title" and
+ * "Text: text". Chunks come from retrieved documents, so a source, title,
+ * id or label is shown on one line, and the text is a block whose
+ * continuation lines are indented (prompt_text.c): no chunk can start a
+ * header, a "[k]" line or a field line of its own.
  */
 Datum
 convctx_render_context_history(PG_FUNCTION_ARGS)
@@ -651,20 +675,20 @@ convctx_render_context_history(PG_FUNCTION_ARGS)
 		if (JsonbObjectString(chunk, "title", "a chunk", &title) == NULL)
 			title.type = jbvNull;
 		if (source.type == jbvString)
-			appendBinaryStringInfo(&buf, source.val.string.val, source.val.string.len);
+			AppendPromptLine(&buf, source.val.string.val, source.val.string.len);
 		if (source.type == jbvString && title.type == jbvString)
 			appendStringInfoString(&buf, " - ");
 		if (title.type == jbvString)
-			appendBinaryStringInfo(&buf, title.val.string.val, title.val.string.len);
+			AppendPromptLine(&buf, title.val.string.val, title.val.string.len);
 		if (source.type != jbvString && title.type != jbvString)
-			appendBinaryStringInfo(&buf, id.val.string.val, id.val.string.len);
+			AppendPromptLine(&buf, id.val.string.val, id.val.string.len);
 		if (title.type == jbvString)
 		{
 			appendStringInfoString(&buf, "\nTitle: ");
-			appendBinaryStringInfo(&buf, title.val.string.val, title.val.string.len);
+			AppendPromptLine(&buf, title.val.string.val, title.val.string.len);
 		}
 		appendStringInfoString(&buf, "\nText: ");
-		appendBinaryStringInfo(&buf, text.val.string.val, text.val.string.len);
+		AppendPromptBlock(&buf, text.val.string.val, text.val.string.len, PROMPT_BLOCK_INDENT);
 	}
 
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));

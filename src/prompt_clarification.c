@@ -27,6 +27,7 @@
 
 #include "convctx.h"
 #include "idmap.h"
+#include "prompt_text.h"
 
 static SPIPlanPtr store_plan = NULL;
 static SPIPlanPtr load_plan = NULL;
@@ -224,9 +225,9 @@ AppendAnswer(StringInfo buf, JsonbValue *key, JsonbValue *answer, bool *any)
 	if (answer->type != jbvString || !NotBlank(answer))
 		return;
 	appendStringInfoString(buf, "\n- ");
-	appendBinaryStringInfo(buf, key->val.string.val, key->val.string.len);
+	AppendPromptLine(buf, key->val.string.val, key->val.string.len);
 	appendStringInfoString(buf, ": ");
-	appendBinaryStringInfo(buf, answer->val.string.val, answer->val.string.len);
+	AppendPromptLine(buf, answer->val.string.val, answer->val.string.len);
 	*any = true;
 }
 
@@ -238,7 +239,7 @@ AppendOrDefault(StringInfo buf, const char *prefix, JsonbContainer *obj, const c
 
 	appendStringInfoString(buf, prefix);
 	if (obj != NULL && JsonbObjectString(obj, key, "inferredContext", &v) != NULL && NotBlank(&v))
-		appendBinaryStringInfo(buf, v.val.string.val, v.val.string.len);
+		AppendPromptLine(buf, v.val.string.val, v.val.string.len);
 	else
 		appendStringInfoString(buf, fallback);
 }
@@ -247,6 +248,17 @@ PG_FUNCTION_INFO_V1(convctx_render_clarification);
 
 /*
  * render_clarification(ctx, instruction) -> text
+ *
+ * "## Original Issue" with the original description as a block indented
+ * by two spaces on every line, "## Questions I Asked" ("- question
+ * (type)"), "## User's Clarifications" ("- id: answer", or "(User skipped
+ * clarification)"), "## My Previous Analysis", then the instruction. The
+ * context may come from the client (the stateless form), so every field
+ * is distrusted: the description, written by the user, has a line of its
+ * own and is therefore indented even on one line; questions, types, ids,
+ * answers and the analysis are shown on one line (prompt_text.c). None
+ * can start a "## " section or a "- " item of its own. The instruction is
+ * the app's own text, appended as given.
  */
 Datum
 convctx_render_clarification(PG_FUNCTION_ARGS)
@@ -316,7 +328,10 @@ convctx_render_clarification(PG_FUNCTION_ARGS)
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "## Original Issue\n");
 	if (JsonbObjectString(&ctx->root, "originalDescription", "the clarification context", &v) != NULL)
-		appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+	{
+		appendStringInfoString(&buf, PROMPT_BLOCK_INDENT);
+		AppendPromptBlock(&buf, v.val.string.val, v.val.string.len, PROMPT_BLOCK_INDENT);
+	}
 
 	appendStringInfoString(&buf, "\n\n## Questions I Asked");
 	n = questions ? JsonContainerSize(questions) : 0;
@@ -328,11 +343,11 @@ convctx_render_clarification(PG_FUNCTION_ARGS)
 
 		(void) JsonbObjectString(q, "question", "a question", &text);
 		appendStringInfoString(&buf, "\n- ");
-		appendBinaryStringInfo(&buf, text.val.string.val, text.val.string.len);
+		AppendPromptLine(&buf, text.val.string.val, text.val.string.len);
 		if (JsonbObjectString(q, "type", "a question", &type) != NULL)
 		{
 			appendStringInfoString(&buf, " (");
-			appendBinaryStringInfo(&buf, type.val.string.val, type.val.string.len);
+			AppendPromptLine(&buf, type.val.string.val, type.val.string.len);
 			appendStringInfoChar(&buf, ')');
 		}
 	}

@@ -31,6 +31,7 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "prompt_text.h"
 
 static SPIPlanPtr window_plan = NULL;
 static SPIPlanPtr counts_plan = NULL;
@@ -430,17 +431,27 @@ convctx_turns_to_summarize(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* Append at most max_chars characters of a string. */
-static void
-AppendClipped(StringInfo buf, const char *s, int len, int max_chars)
+/* True when a message's role is one the planner context shows. */
+static bool
+IsPromptRole(JsonbValue *role)
 {
-	appendBinaryStringInfo(buf, s, pg_mbcharcliplen(s, len, max_chars));
+	return (role->val.string.len == 4 && memcmp(role->val.string.val, "user", 4) == 0) ||
+		(role->val.string.len == 9 && memcmp(role->val.string.val, "assistant", 9) == 0);
 }
 
 PG_FUNCTION_INFO_V1(convctx_render_conversation_state);
 
 /*
  * render_conversation_state(state) -> text
+ *
+ * The planner context: "Conversation summary: ...", "Recent conversation:"
+ * with the last five messages as "  role: text" (text cut at 200
+ * characters), the first-message note, "Previously mentioned entities: "
+ * with at most ten. The state may come from the app rather than from
+ * conversation_state, so every field is distrusted: a role is "user" or
+ * "assistant" (anything else is 22023, never a line of its own), and the
+ * summary, texts and entities are shown on one line (prompt_text.c), so
+ * that none of them can start a line that poses as a message or a part.
  */
 Datum
 convctx_render_conversation_state(PG_FUNCTION_ARGS)
@@ -463,7 +474,7 @@ convctx_render_conversation_state(PG_FUNCTION_ARGS)
 	if (JsonbObjectString(&st->root, "summary", "state", &v) != NULL && v.val.string.len > 0)
 	{
 		appendStringInfoString(&buf, "Conversation summary: ");
-		appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+		AppendPromptLine(&buf, v.val.string.val, v.val.string.len);
 		any = true;
 	}
 
@@ -488,7 +499,6 @@ convctx_render_conversation_state(PG_FUNCTION_ARGS)
 			JsonbValue *m = getIthJsonbValueFromContainer(arr, k);
 			JsonbValue	role;
 			JsonbValue	text;
-			bool		has_role;
 			bool		has_text;
 
 			if (m->type != jbvBinary || !JsonContainerIsObject(m->val.binary.data))
@@ -496,7 +506,13 @@ convctx_render_conversation_state(PG_FUNCTION_ARGS)
 						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("message %d of the state must be a JSON object", k + 1),
 						errdetail("Got a JSON %s.", JsonbValueTypeName(m)));
-			has_role = JsonbObjectString(m->val.binary.data, "role", "a message", &role) != NULL;
+			if (JsonbObjectString(m->val.binary.data, "role", "a message", &role) == NULL ||
+				!IsPromptRole(&role))
+				ereport(ERROR,
+						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("message %d of the state must have the role \"user\" or \"assistant\"",
+							   k + 1),
+						errdetail("No other role is shown to the model."));
 			has_text = JsonbObjectString(m->val.binary.data, "text", "a message", &text) != NULL;
 			if (k < n - 5)
 				continue;
@@ -508,11 +524,10 @@ convctx_render_conversation_state(PG_FUNCTION_ARGS)
 				any = header = true;
 			}
 			appendStringInfoString(&buf, "\n  ");
-			if (has_role)
-				appendBinaryStringInfo(&buf, role.val.string.val, role.val.string.len);
+			appendBinaryStringInfo(&buf, role.val.string.val, role.val.string.len);
 			appendStringInfoString(&buf, ": ");
 			if (has_text)
-				AppendClipped(&buf, text.val.string.val, text.val.string.len, 200);
+				AppendPromptLineClipped(&buf, text.val.string.val, text.val.string.len, 200);
 		}
 	}
 
@@ -568,7 +583,7 @@ convctx_render_conversation_state(PG_FUNCTION_ARGS)
 			}
 			else
 				appendStringInfoString(&buf, ", ");
-			appendBinaryStringInfo(&buf, e->val.string.val, e->val.string.len);
+			AppendPromptLine(&buf, e->val.string.val, e->val.string.len);
 			shown++;
 		}
 	}
