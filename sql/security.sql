@@ -349,7 +349,7 @@ SELECT convctx.link_session('u1', 's1');
 SELECT pg_temp.try($$SELECT convctx.link_session('u9', 's3')$$);
 RESET ROLE;
 SELECT tenant_id, session_id, identity_id FROM convctx.session_link ORDER BY 1, 2;
-SELECT tenant_id, action, role_name, session_id, identity_id, details FROM convctx.audit_log
+SELECT tenant_id, action, role_name = session_user AS by_session_user, acting_role, session_id, identity_id, details FROM convctx.audit_log
 WHERE action = 'link_refused' ORDER BY audit_id;
 SELECT pg_temp.b_changed_rows();
 
@@ -361,7 +361,7 @@ SELECT tenant, session_id, identity_id, turns, finalized, redacted, expires_at I
 FROM convctx.sessions ORDER BY tenant, session_id;
 SELECT tenant, sessions, anonymous_sessions, linked_sessions, turns, old_versions, tombstones, contexts
 FROM convctx.stats ORDER BY tenant;
-SELECT tenant_id, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
+SELECT tenant_id, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name, acting_role,
        action, session_id, identity_id, details
 FROM convctx.audit_log ORDER BY logged_at;
 -- audit_id, which counts every tenant's events, is not readable
@@ -825,7 +825,7 @@ SELECT tenant_id, session_id, turn_no, request_id, record_version, question_neut
        deleted_at IS NOT NULL AS redacted
 FROM convctx.turn WHERE tenant_id = 'A' ORDER BY session_id, turn_no, record_version;
 SELECT tenant_id, action, details - 'turn_id' AS details FROM convctx.audit_log
-WHERE role_name = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
+WHERE acting_role = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
 ORDER BY audit_id DESC LIMIT 5;
 SELECT pg_temp.b_changed_rows();
 REVOKE CREATE ON SCHEMA public FROM tenant_a_hostile;
