@@ -184,8 +184,12 @@ SlotAcquire(Oid database, bool interruptible)
 		}
 		if (MsLeft(deadline) == 0)
 			return -1;
+		/*
+		 * Poll often: a caller that just released a slot tries again at
+		 * once, so a slow poller would starve.
+		 */
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(20, MsLeft(deadline)), PG_WAIT_EXTENSION);
+						 Min(2, MsLeft(deadline)), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		if (interruptible)
 			CHECK_FOR_INTERRUPTS();
@@ -548,7 +552,12 @@ convctx_sql_worker_main(Datum main_arg)
 		SetUserIdAndSecContext(payload->role,
 							   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-		if (!DatumGetBool(DirectFunctionCall3(has_database_privilege_id_id,
+		/*
+		 * A role acting for a caller needs CONNECT here, as if it had
+		 * logged in; the audit role only writes rows of this database.
+		 */
+		if (!(payload->flags & WORKER_AUTONOMOUS) &&
+			!DatumGetBool(DirectFunctionCall3(has_database_privilege_id_id,
 											  ObjectIdGetDatum(payload->role),
 											  ObjectIdGetDatum(MyDatabaseId),
 											  CStringGetTextDatum("CONNECT"))))
