@@ -85,6 +85,20 @@ is($node->safe_psql('postgres', q{SELECT rolcanlogin || ' ' || rolsuper || ' ' |
     (SELECT count(*) FROM pg_auth_members WHERE roleid = r.oid) FROM pg_roles r WHERE rolname = 'convctx_audit'}),
    'false false true 0', 'convctx_audit: no login, no superuser, bypasses RLS, no members');
 
+# A convctx_audit made by someone else is taken only if it is such a role.
+$node->safe_psql('postgres', 'CREATE DATABASE pre');
+for my $case (['ALTER ROLE convctx_audit LOGIN', 'ALTER ROLE convctx_audit NOLOGIN', qr/has privileges convctx does not expect/],
+              ['GRANT convctx_audit TO alice', 'REVOKE convctx_audit FROM alice', qr/has members/])
+{
+    $node->safe_psql('postgres', $case->[0]);
+    my ($st, $o, $e) = try_sql('pre', 'CREATE EXTENSION convctx');
+    is($st, '42501', "CREATE EXTENSION refuses convctx_audit after $case->[0]");
+    like($e, $case->[2], 'with a message that says why');
+    $node->safe_psql('postgres', $case->[1]);
+}
+$node->safe_psql('pre', 'CREATE EXTENSION convctx');
+pass('and takes it once it is NOLOGIN with no members');
+
 ###########################################################################
 # Route A: pg_cron preloaded but not created in crondb; mallory plants a
 # schema cron there with functions that would make her superuser.
