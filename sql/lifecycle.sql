@@ -180,17 +180,33 @@ SELECT count(convctx.start_turn('bulk-' || s, 'r' || i, 'q')) FROM generate_seri
 UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'bulk-%';
 CALL convctx.purge_all(7);
 SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk-%';
--- one audit row per pass: the five purges above, then purge_all's passes; which turns a
--- pass takes follows the table's physical order, so its passes are checked together:
--- each within the batch, together everything, the last one empty
-SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id LIMIT 5;
+-- a purge by a role serving every tenant writes one audit row per tenant it deleted
+-- something of, and none when it deleted nothing: the four purges above that did, then
+-- purge_all's passes; which turns a pass takes follows the table's physical order, so its
+-- passes are checked together: each within the batch, together everything, none empty
+SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id LIMIT 4;
 SELECT bool_and((details->>'anonymous_turns')::int <= 7 AND (details->>'anonymous_sessions')::int <= 7) AS within_batch,
        sum((details->>'anonymous_turns')::int) AS turns,
        sum((details->>'anonymous_sessions')::int) AS sessions,
        sum((details->>'contexts')::int) AS contexts,
        sum((details->>'expired_turns')::int) AS expired_turns
-FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id OFFSET 5) p;
-SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id DESC LIMIT 1;
+FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id OFFSET 4) p;
+SELECT count(*) AS empty_purge_rows FROM convctx.audit_log
+WHERE action = 'purge' AND details = '{"contexts": 0, "expired_turns": 0, "anonymous_turns": 0, "anonymous_sessions": 0}';
+-- two tenants: each tenant's row has that tenant's counts only, tenant C (untouched) none
+TRUNCATE convctx.audit_log;
+SET convctx.tenant = 'A';
+SELECT count(convctx.start_turn('pt-a-' || s, 'r' || i, 'q')) FROM generate_series(1, 2) s, generate_series(1, 3) i;
+SET convctx.tenant = 'B';
+SELECT count(convctx.start_turn('pt-b-1', 'r' || i, 'q')) FROM generate_series(1, 4) i;
+SET convctx.tenant = 'C';
+SELECT count(convctx.start_turn('pt-c-1', 'r1', 'q'));
+RESET convctx.tenant;
+UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'pt-a-%' OR session_id = 'pt-b-1';
+SELECT convctx.purge();
+SELECT tenant_id, action, details FROM convctx.audit_log ORDER BY tenant_id;
+DELETE FROM convctx.turn WHERE session_id = 'pt-c-1';
+DELETE FROM convctx.session WHERE session_id = 'pt-c-1';
 -- errors
 SELECT convctx.purge(0);
 \echo :LAST_ERROR_SQLSTATE

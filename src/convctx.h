@@ -158,8 +158,11 @@ extern bool AuditWriteAutonomous(text *tenant, const char *action, text *session
 								 text *identity_id, const char *details_json);
 
 /* Statements run by a background worker in a transaction of its own (worker.c) */
-extern bool WorkerRunSql(const char *dbname, const char *sql, int nargs,
-						 const char **args, char **result, char **error);
+#define WORKER_AUTONOMOUS		0x01	/* survive the caller's cancel (audit rows) */
+#define WORKER_CHECK_PG_CRON	0x02	/* check the cron objects belong to pg_cron */
+extern bool WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
+						 const char **args, char **result, char **error, int *sqlstate);
+extern void CronCheckMembers(void);
 
 /* SPI plans kept for the life of the backend (spi_util.c) */
 extern void SpiInit(void);

@@ -37,6 +37,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -136,9 +137,12 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  LIMIT $3))" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D \
-	" SELECT pg_catalog.count(*) FROM d"
+	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
-/* $1 tenants, $2 sessions: delete the sessions left without turns, and their contexts */
+/*
+ * $1 tenants, $2 sessions: delete the sessions left without turns, and
+ * their contexts; per tenant, how many of each.
+ */
 #define EMPTIED_SESSIONS_SQL \
 	"WITH gone AS (DELETE FROM convctx.session s" \
 	"   USING ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id)" \
@@ -150,8 +154,12 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   RETURNING s.tenant_id, s.session_id)," \
 	" contexts AS (DELETE FROM convctx.conversation_context c USING gone g" \
 	"   WHERE c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
-	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING 1)" \
-	" SELECT (SELECT pg_catalog.count(*) FROM gone), (SELECT pg_catalog.count(*) FROM contexts)"
+	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING c.tenant_id)" \
+	" SELECT u.tenant_id, pg_catalog.count(*) FILTER (WHERE u.is_session)," \
+	"        pg_catalog.count(*) FILTER (WHERE NOT u.is_session)" \
+	"   FROM (SELECT tenant_id, true AS is_session FROM gone" \
+	"         UNION ALL SELECT tenant_id, false FROM contexts) u" \
+	"  GROUP BY u.tenant_id"
 
 /*
  * The sessions of the old turns are locked
@@ -181,15 +189,16 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) d.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) d.session_id" \
 	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
-	" SELECT pg_catalog.count(*) FROM d"
+	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
 #define EXPIRED_CONTEXTS_SQL \
-	"DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"WITH d AS (DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.conversation_context" \
 	"   WHERE updated_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
 	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
 	TENANT_FILTER \
-	"   LIMIT $2 FOR UPDATE SKIP LOCKED))"
+	"   LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
+	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
 PG_FUNCTION_INFO_V1(convctx_redact_turn);
 
@@ -352,6 +361,13 @@ typedef struct PurgeCounts
 	int64		contexts;
 } PurgeCounts;
 
+/* What one purge deleted of one tenant; entries of a hash keyed by tenant. */
+typedef struct PurgeTenant
+{
+	char		tenant[CONVCTX_MAX_ID_BYTES + 1];
+	PurgeCounts c;
+} PurgeTenant;
+
 static char *
 PurgeCountsJson(PurgeCounts *c)
 {
@@ -360,15 +376,64 @@ PurgeCountsJson(PurgeCounts *c)
 					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts);
 }
 
+static int64
+PurgeCountsTotal(PurgeCounts *c)
+{
+	return c->anonymous_sessions + c->anonymous_turns + c->expired_turns + c->contexts;
+}
+
+/* Per-tenant counts, in the current memory context (so it outlives SPI). */
+static HTAB *
+PurgeTenantsCreate(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = CONVCTX_MAX_ID_BYTES + 1;
+	ctl.entrysize = sizeof(PurgeTenant);
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create("convctx purge tenants", 16, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/*
+ * Add the rows of SPI_tuptable, (tenant_id, n1[, n2]), to the counts
+ * of each tenant: n1 to the field at offset1, n2 to the one at offset2.
+ */
+static void
+PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	uint64		i;
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		char		key[CONVCTX_MAX_ID_BYTES + 1];
+		char	   *tenant = SPI_getvalue(tt->vals[i], tt->tupdesc, 1);
+		PurgeTenant *e;
+		bool		found;
+		bool		isnull;
+
+		memset(key, 0, sizeof(key));
+		strlcpy(key, tenant ? tenant : "", sizeof(key));
+		e = hash_search(tenants, key, HASH_ENTER, &found);
+		if (!found)
+			memset(&e->c, 0, sizeof(e->c));
+		*(int64 *) ((char *) &e->c + offset1) +=
+			DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+		if (offset2 != (size_t) -1)
+			*(int64 *) ((char *) &e->c + offset2) +=
+				DatumGetInt64(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull));
+	}
+}
+
 /*
  * One retention pass over tenant (NULL: every tenant), at most batch rows
- * of each kind, adding what it deleted to *counts. Returns whether it
- * deleted anything. SPI must be connected.
+ * of each kind, adding what it deleted to the counts of each tenant in
+ * tenants. SPI must be connected.
  */
-static bool
-PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
+static void
+PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 {
-	PurgeCounts pass = {0, 0, 0, 0};
 	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
@@ -380,7 +445,7 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 	{
 		uint64		n;
 		uint64		i;
-		Datum	   *tenants;
+		Datum	   *tenant_ids;
 		Datum	   *sessions;
 		Oid			arrtypes[3] = {TEXTARRAYOID, TEXTARRAYOID, INT4OID};
 		Datum		arrvalues[3];
@@ -393,33 +458,27 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 		{
 			SPITupleTable *tt = SPI_tuptable;
 
-			tenants = palloc(sizeof(Datum) * n);
+			tenant_ids = palloc(sizeof(Datum) * n);
 			sessions = palloc(sizeof(Datum) * n);
 			for (i = 0; i < n; i++)
 			{
 				bool		isnull;
 
-				tenants[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull);
+				tenant_ids[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull);
 				sessions[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull);
 			}
-			arrvalues[0] = PointerGetDatum(construct_array(tenants, n, TEXTOID, -1, false, TYPALIGN_INT));
+			arrvalues[0] = PointerGetDatum(construct_array(tenant_ids, n, TEXTOID, -1, false, TYPALIGN_INT));
 			arrvalues[1] = PointerGetDatum(construct_array(sessions, n, TEXTOID, -1, false, TYPALIGN_INT));
 			arrvalues[2] = Int32GetDatum(batch);
 
 			SpiRunBulkPlan(SpiKeptPlan(&expired_session_turns_plan, EXPIRED_SESSION_TURNS_SQL, 3, arrtypes),
 					       arrvalues, NULL, false, 0, SPI_OK_SELECT);
-			pass.anonymous_turns = SpiFirstInt8();
+			PurgeTenantsAdd(tenants, offsetof(PurgeCounts, anonymous_turns), (size_t) -1);
 
 			SpiRunBulkPlan(SpiKeptPlan(&emptied_sessions_plan, EMPTIED_SESSIONS_SQL, 2, arrtypes),
 					       arrvalues, NULL, false, 0, SPI_OK_SELECT);
-			{
-				bool		isnull;
-
-				pass.anonymous_sessions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-																	  SPI_tuptable->tupdesc, 1, &isnull));
-				pass.contexts += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-															 SPI_tuptable->tupdesc, 2, &isnull));
-			}
+			PurgeTenantsAdd(tenants, offsetof(PurgeCounts, anonymous_sessions),
+							offsetof(PurgeCounts, contexts));
 		}
 	}
 
@@ -428,41 +487,71 @@ PurgeOnce(int32 batch, text *tenant, PurgeCounts *counts)
 		values[0] = Int32GetDatum(convctx_turn_retention);
 		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
-		pass.expired_turns = SpiFirstInt8();
+		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, expired_turns), (size_t) -1);
 	}
 
 	if (convctx_context_ttl > 0)
 	{
 		values[0] = Int32GetDatum(convctx_context_ttl);
 		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
-				       values, nulls, false, 0, SPI_OK_DELETE);
-		pass.contexts += SPI_processed;
+				       values, nulls, false, 0, SPI_OK_SELECT);
+		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, contexts), (size_t) -1);
 	}
+}
 
-	counts->anonymous_sessions += pass.anonymous_sessions;
-	counts->anonymous_turns += pass.anonymous_turns;
-	counts->expired_turns += pass.expired_turns;
-	counts->contexts += pass.contexts;
-	return pass.anonymous_sessions + pass.anonymous_turns + pass.expired_turns + pass.contexts > 0;
+static int
+PurgeTenantCmp(const void *a, const void *b)
+{
+	return strcmp((*(PurgeTenant *const *) a)->tenant, (*(PurgeTenant *const *) b)->tenant);
 }
 
 PG_FUNCTION_INFO_V1(convctx_purge);
 
 /*
  * purge(batch_size) -> jsonb counts. A role bound to a tenant purges that
- * tenant only; an unbound role every tenant.
+ * tenant only, and its purge is one audit row of that tenant. A role that
+ * serves every tenant purges them all, and each tenant touched gets an
+ * audit row of its own with its own counts (untouched tenants none), so
+ * no tenant's log shows another tenant's numbers.
  */
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
 {
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	const char *bound = BoundTenant();
+	HTAB	   *tenants = PurgeTenantsCreate();
 	PurgeCounts counts = {0, 0, 0, 0};
+	PurgeTenant **touched;
+	PurgeTenant *e;
+	HASH_SEQ_STATUS seq;
+	long		n = 0;
+	long		i;
 	char	   *json;
+	text	   *tenant = bound ? CurrentTenant() : NULL;	/* checks convctx.tenant too */
 
 	SPI_connect();
-	(void) PurgeOnce(batch, bound ? cstring_to_text(bound) : NULL, &counts);
-	AuditWrite(CurrentTenant(), "purge", NULL, NULL, PurgeCountsJson(&counts));
+	PurgeOnce(batch, tenant, tenants);
+
+	touched = palloc(sizeof(PurgeTenant *) * (hash_get_num_entries(tenants) + 1));
+	hash_seq_init(&seq, tenants);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		counts.anonymous_sessions += e->c.anonymous_sessions;
+		counts.anonymous_turns += e->c.anonymous_turns;
+		counts.expired_turns += e->c.expired_turns;
+		counts.contexts += e->c.contexts;
+		if (PurgeCountsTotal(&e->c) > 0)
+			touched[n++] = e;
+	}
+	if (tenant != NULL)
+		AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
+	else
+	{
+		qsort(touched, n, sizeof(PurgeTenant *), PurgeTenantCmp);
+		for (i = 0; i < n; i++)
+			AuditWrite(cstring_to_text(touched[i]->tenant), "purge", NULL, NULL,
+					   PurgeCountsJson(&touched[i]->c));
+	}
 	SPI_finish();
 
 	/* Made again: what was allocated under SPI went with SPI_finish. */

@@ -8,7 +8,14 @@
  * pg_cron is optional and lives in one database of the cluster
  * (cron.database_name). When that is this database, its functions are
  * called directly; otherwise a background worker (worker.c) calls them in
- * the pg_cron database, for this database and the calling role.
+ * the pg_cron database, for this database, acting as the calling role.
+ *
+ * Either way nothing runs as anyone but the caller, the cron objects
+ * called are checked to belong to extension pg_cron (a schema cron
+ * planted before pg_cron was installed is never called into), and the
+ * statements run with search_path pinned to pg_catalog, pg_temp and every
+ * name qualified (a database-level search_path cannot redirect them).
+ * During recovery both functions fail at once with 25006.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -18,6 +25,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
@@ -37,19 +45,24 @@
 	"Install the Debian package postgresql-15-cron, add pg_cron to shared_preload_libraries, " \
 	"restart the server, and run CREATE EXTENSION pg_cron in the database named by cron.database_name."
 
+/*
+ * Every name qualified and the search_path pinned to pg_catalog, pg_temp
+ * wherever these run; the cron objects are checked to belong to extension
+ * pg_cron first (CronCheckMembers). username NULL: pg_cron takes the
+ * current role, and decides itself whether that role may schedule.
+ */
 #define SCHEDULE_HERE_SQL \
-	"SELECT cron.schedule($1, $2, $3)"
+	"SELECT cron.schedule($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)"
 
 #define SCHEDULE_ELSEWHERE_SQL \
-	"SELECT cron.schedule_in_database($1, $2, $3, $4, $5)"
+	"SELECT cron.schedule_in_database($1::pg_catalog.text, $2::pg_catalog.text," \
+	" $3::pg_catalog.text, $4::pg_catalog.text, NULL::pg_catalog.text, true)"
 
 #define UNSCHEDULE_SQL \
-	"SELECT bool_or(cron.unschedule(jobid)) FROM cron.job" \
-	" WHERE jobname OPERATOR(pg_catalog.=) $1 AND username OPERATOR(pg_catalog.=) $2" \
-	"   AND database OPERATOR(pg_catalog.=) $3"
-
-#define CRON_INSTALLED_SQL \
-	"SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'pg_cron'"
+	"SELECT pg_catalog.bool_or(cron.unschedule(j.jobid)) FROM cron.job j" \
+	" WHERE j.jobname OPERATOR(pg_catalog.=) $1::pg_catalog.text" \
+	"   AND j.username OPERATOR(pg_catalog.=) $2::pg_catalog.text" \
+	"   AND j.database OPERATOR(pg_catalog.=) $3::pg_catalog.text"
 
 /*
  * The database pg_cron runs its jobs from; ERROR 55000 when pg_cron is not
@@ -86,28 +99,82 @@ PgCronDatabase(void)
 }
 
 static void
-CronFailed(const char *what, const char *database, const char *error)
+CronFailed(const char *what, const char *database, const char *error, int sqlstate)
 {
 	ereport(ERROR,
-			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errcode(sqlstate),
 			errmsg("pg_cron could not %s the retention job", what),
 			errdetail("In database \"%s\": %s", database, error),
+			sqlstate == ERRCODE_INSUFFICIENT_PRIVILEGE ?
+			errhint("pg_cron decides which roles may schedule jobs: the role needs CONNECT on database \"%s\", "
+					"USAGE on schema cron and EXECUTE on cron.schedule_in_database there.", database) :
 			errhint(PG_CRON_HINT));
 }
 
-/* Check that pg_cron is installed in this database; SPI must be connected. */
+/*
+ * Nothing to schedule on a standby: the worker could not start before
+ * promotion and pg_cron could not write there.
+ */
 static void
-CronInstalledHere(const char *database)
+CheckNotInRecovery(void)
 {
-	SPI_execute(CRON_INSTALLED_SQL, true, 1);
-	if (SPI_processed == 0)
-		CronFailed("reach", database, "extension pg_cron is not installed");
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				errmsg("cannot change the retention schedule during recovery"),
+				errdetail("This server is a standby; pg_cron jobs are scheduled on the primary."));
+}
+
+/*
+ * Run sql in this database, the pg_cron database, as the caller, after
+ * checking the cron objects and with search_path pinned for the
+ * statement. Returns the first column of the only row; SPI must be
+ * connected.
+ */
+static Datum
+CronRunHere(const char *sql, int nargs, Datum *values, bool *isnull)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	int			nestlevel;
+	Datum		d;
+
+	Assert(nargs <= 3);
+	CronCheckMembers();
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "pg_cron returned no row");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+	AtEOXact_GUC(true, nestlevel);
+	return d;
+}
+
+/*
+ * Run sql in the pg_cron database cron_db through a worker acting as the
+ * calling role; ERROR when it did not commit.
+ */
+static char *
+CronRunElsewhere(const char *what, const char *cron_db, const char *sql, int nargs,
+				 const char **args)
+{
+	char	   *result;
+	char	   *error;
+	int			sqlstate;
+
+	if (!WorkerRunSql(get_database_oid(cron_db, false), GetUserId(), WORKER_CHECK_PG_CRON,
+					  sql, nargs, args, &result, &error, &sqlstate))
+		CronFailed(what, cron_db, error, sqlstate);
+	return result;
 }
 
 PG_FUNCTION_INFO_V1(convctx_schedule_retention);
 
 /*
- * schedule_retention(schedule) -> bigint job id
+ * schedule_retention(schedule) -> bigint job id. The job belongs to the
+ * calling role, and pg_cron's own privileges decide whether it may have
+ * one.
  */
 Datum
 convctx_schedule_retention(PG_FUNCTION_ARGS)
@@ -115,7 +182,6 @@ convctx_schedule_retention(PG_FUNCTION_ARGS)
 	char	   *schedule;
 	char	   *cron_db;
 	char	   *here = get_database_name(MyDatabaseId);
-	char	   *user = GetUserNameFromId(GetUserId(), false);
 	int64		jobid;
 
 	if (PG_ARGISNULL(0))
@@ -123,34 +189,30 @@ convctx_schedule_retention(PG_FUNCTION_ARGS)
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("schedule must not be null"));
 	schedule = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	CheckNotInRecovery();
 	cron_db = PgCronDatabase();
 
 	if (strcmp(cron_db, here) == 0)
 	{
-		Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 		Datum		values[3];
 		bool		isnull;
+		Datum		d;
 
 		values[0] = CStringGetTextDatum(RETENTION_JOB_NAME);
 		values[1] = CStringGetTextDatum(schedule);
 		values[2] = CStringGetTextDatum(RETENTION_JOB_COMMAND);
 		SPI_connect();
-		CronInstalledHere(cron_db);
-		if (SPI_execute_with_args(SCHEDULE_HERE_SQL, 3, argtypes, values, NULL,
-								  false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		d = CronRunHere(SCHEDULE_HERE_SQL, 3, values, &isnull);
+		if (isnull)
 			elog(ERROR, "cron.schedule returned no job id");
-		jobid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-											1, &isnull));
+		jobid = DatumGetInt64(d);
 		SPI_finish();
 	}
 	else
 	{
-		const char *args[5] = {RETENTION_JOB_NAME, schedule, RETENTION_JOB_COMMAND, here, user};
-		char	   *result;
-		char	   *error;
+		const char *args[4] = {RETENTION_JOB_NAME, schedule, RETENTION_JOB_COMMAND, here};
+		char	   *result = CronRunElsewhere("schedule", cron_db, SCHEDULE_ELSEWHERE_SQL, 4, args);
 
-		if (!WorkerRunSql(cron_db, SCHEDULE_ELSEWHERE_SQL, 5, args, &result, &error))
-			CronFailed("schedule", cron_db, error);
 		if (result == NULL)
 			elog(ERROR, "cron.schedule_in_database returned no job id");
 		jobid = pg_strtoint64(result);
@@ -162,19 +224,22 @@ convctx_schedule_retention(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(convctx_unschedule_retention);
 
 /*
- * unschedule_retention() -> boolean
+ * unschedule_retention() -> boolean: removes the calling role's job for
+ * this database.
  */
 Datum
 convctx_unschedule_retention(PG_FUNCTION_ARGS)
 {
-	char	   *cron_db = PgCronDatabase();
+	char	   *cron_db;
 	char	   *here = get_database_name(MyDatabaseId);
 	char	   *user = GetUserNameFromId(GetUserId(), false);
 	bool		removed = false;
 
+	CheckNotInRecovery();
+	cron_db = PgCronDatabase();
+
 	if (strcmp(cron_db, here) == 0)
 	{
-		Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 		Datum		values[3];
 		bool		isnull;
 		Datum		d;
@@ -183,22 +248,15 @@ convctx_unschedule_retention(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(user);
 		values[2] = CStringGetTextDatum(here);
 		SPI_connect();
-		CronInstalledHere(cron_db);
-		if (SPI_execute_with_args(UNSCHEDULE_SQL, 3, argtypes, values, NULL,
-								  false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not look up the retention job");
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		d = CronRunHere(UNSCHEDULE_SQL, 3, values, &isnull);
 		removed = !isnull && DatumGetBool(d);
 		SPI_finish();
 	}
 	else
 	{
 		const char *args[3] = {RETENTION_JOB_NAME, user, here};
-		char	   *result;
-		char	   *error;
+		char	   *result = CronRunElsewhere("unschedule", cron_db, UNSCHEDULE_SQL, 3, args);
 
-		if (!WorkerRunSql(cron_db, UNSCHEDULE_SQL, 3, args, &result, &error))
-			CronFailed("unschedule", cron_db, error);
 		removed = result != NULL && strcmp(result, "t") == 0;
 	}
 

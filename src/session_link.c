@@ -23,6 +23,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 
@@ -86,13 +87,21 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 		appendStringInfoString(&details, ", \"requested_identity_id\": ");
 		escape_json(&details, text_to_cstring(identity_id));
 		appendStringInfoChar(&details, '}');
-		audited = AuditWriteAutonomous(tenant, "link_refused", session_id, identity_id,
-									   details.data);
+		/*
+		 * The server-log line first, with interrupts held so that no cancel
+		 * can come between it and the audit row (errfinish checks for
+		 * interrupts even after a LOG); a pending cancel or terminate takes
+		 * effect once the row is committed.
+		 */
+		HOLD_INTERRUPTS();
 		ereport(LOG,
 				errmsg("convctx: refused to link session \"%s\" of tenant \"%s\" to identity \"%s\"",
 					   session, text_to_cstring(tenant), text_to_cstring(identity_id)),
 				errdetail("The session is already linked to identity \"%s\".",
 						  text_to_cstring(current_identity)));
+		audited = AuditWriteAutonomous(tenant, "link_refused", session_id, identity_id,
+									   details.data);
+		RESUME_INTERRUPTS();
 		ereport(ERROR,
 				errcode(ERRCODE_CONVCTX_SESSION_LINKED),
 				errmsg("session \"%s\" is already linked to another identity", session),

@@ -145,13 +145,15 @@ TenancyInit(void)
 	RegisterXactCallback(BindingXactCallback, NULL);
 }
 
-/* convctx.role_tenant, or InvalidOid when there is no such table. */
+/*
+ * convctx.role_tenant, or InvalidOid when there is no such table; ERROR
+ * when the extension's catalog is not the one this library was built for
+ * (ConvctxNamespace), so that nobody is taken for unbound by mistake.
+ */
 static Oid
 RoleTenantRelid(void)
 {
-	Oid			nsp = get_namespace_oid("convctx", true);
-
-	return OidIsValid(nsp) ? get_relname_relid(ROLE_TENANT_TABLE, nsp) : InvalidOid;
+	return get_relname_relid(ROLE_TENANT_TABLE, ConvctxNamespace());
 }
 
 /*
