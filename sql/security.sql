@@ -70,23 +70,14 @@ SELECT p.oid::regprocedure AS routine, p.prokind AS kind, p.prosecdef AS securit
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace
 ORDER BY executable_by, security_definer, p.oid::regprocedure::text;
--- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, convctx, pg_temp
--- (those of 0.3.0: pg_catalog, pg_temp) in its definition, except the four per-request
--- functions, which pin it in C (and say so in their comment)
+-- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, pg_temp in its
+-- definition: schema convctx is not on it, so nothing created there is found by name
 SELECT p.oid::regprocedure AS definer_without_pinned_search_path, p.proconfig
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef
-  AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, convctx, pg_temp']
   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']
-  AND NOT (p.proconfig IS NULL AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
-           AND obj_description(p.oid, 'pg_proc') LIKE '%(search_path pinned in C to pg_catalog, convctx, pg_temp)')
 ORDER BY 1;
--- those pinned in C
-SELECT p.oid::regprocedure AS definer_pinned_in_c
-FROM pg_catalog.pg_proc p
-WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef AND p.proconfig IS NULL
-ORDER BY 1;
--- the schema: USAGE for the two roles only
+-- the schema: USAGE for the two roles and the audit writer only
 SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
 FROM pg_catalog.pg_namespace n, aclexplode(n.nspacl) a
 WHERE n.nspname = 'convctx' AND a.grantee <> n.nspowner
@@ -354,7 +345,8 @@ SELECT convctx.link_session('u1', 's1');
 SELECT pg_temp.try($$SELECT convctx.link_session('u9', 's3')$$);
 RESET ROLE;
 SELECT tenant_id, session_id, identity_id FROM convctx.session_link ORDER BY 1, 2;
-SELECT tenant_id, action, role_name, session_id, identity_id, details FROM convctx.audit_log
+SELECT tenant_id, action, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
+       acting_role, session_id, identity_id, details FROM convctx.audit_log
 WHERE action = 'link_refused' ORDER BY audit_id;
 SELECT pg_temp.b_changed_rows();
 
@@ -927,7 +919,7 @@ SELECT tenant_id, session_id, turn_no, request_id, record_version, question_neut
        deleted_at IS NOT NULL AS redacted
 FROM convctx.turn WHERE tenant_id = 'A' ORDER BY session_id, turn_no, record_version;
 SELECT tenant_id, action, details - 'turn_id' AS details FROM convctx.audit_log
-WHERE role_name = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
+WHERE coalesce(acting_role, role_name) = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
 ORDER BY audit_id DESC LIMIT 5;
 SELECT pg_temp.b_changed_rows();
 REVOKE CREATE ON SCHEMA public FROM tenant_a_hostile;
