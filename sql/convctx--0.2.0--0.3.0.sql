@@ -7,14 +7,17 @@
 -- Schema guard
 ------------------------------------------------------------------------------
 
--- The same check as CREATE EXTENSION makes (convctx--0.1.0.sql), before
--- an update runs anything as the owner. The control file names schema convctx, and CREATE EXTENSION
--- reuses a schema of that name that already exists. Whoever owns that
--- schema, or may create objects in it, could drop or shadow the objects
--- this script creates (an aggregate convctx.count(bigint), say, that a
--- SECURITY DEFINER function would then call as the extension's owner).
--- So the schema must belong to the role installing the extension, nobody
--- else may create in it, and it must hold nothing but the extension.
+-- The control file names schema convctx, and CREATE EXTENSION reuses a
+-- schema of that name that already exists. Whoever owns that schema, or
+-- may create objects in it, could drop or shadow the objects of the
+-- extension (an aggregate convctx.count(bigint), say, that a SECURITY
+-- DEFINER function would then call as the extension's owner). So the
+-- schema must belong to the extension's owner, nobody else may create in
+-- it, and it must hold nothing but the extension's objects. CREATE
+-- EXTENSION runs the scripts of 0.1.0 and 0.2.0 before this one, in the
+-- same transaction: they create objects but call nothing found in the
+-- schema, and a refusal here undoes all of it. ALTER EXTENSION UPDATE
+-- makes the same check before it changes anything.
 DO $guard$
 DECLARE
     nsp pg_catalog.oid;
