@@ -60,6 +60,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx.set_summary(text, text, uuid, bigint) IS
     'store the app''s summary of every turn of a session up to and including through_turn, replacing an older one; redactions is the value turns_to_summarize returned with the turns summarized: a summary whose input predates a redaction of a turn it covers, or through a redacted turn, is refused (55000)';
+REVOKE ALL ON FUNCTION convctx.set_summary(text, text, uuid, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.set_summary(text, text, uuid, bigint) TO convctx_app;
 
 DROP FUNCTION convctx.turns_to_summarize(text, integer);
@@ -72,6 +73,7 @@ LANGUAGE C STABLE PARALLEL RESTRICTED
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx.turns_to_summarize(text, integer, integer) IS
     'the first max_turns live turns older than the message window and not covered by the stored summary, oldest first: what to feed the summarizer, with the summary they continue (previous_summary) and the redaction generation to pass to set_summary';
+REVOKE ALL ON FUNCTION convctx.turns_to_summarize(text, integer, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.turns_to_summarize(text, integer, integer) TO convctx_app;
 
 COMMENT ON FUNCTION convctx.erase_identity(text) IS
