@@ -60,23 +60,24 @@ RESET convctx.summary_threshold;
 -- what to summarize: the turns wholly older than the window, oldest first
 SELECT question_neutral, answer_neutral FROM convctx.turns_to_summarize('conv-1');
 SELECT convctx.set_summary('conv-1', 'The user wants vegan food; Green Table was suggested.',
-                           (SELECT turn_id FROM convctx.turns_to_summarize('conv-1') ORDER BY created_at DESC, question_neutral DESC LIMIT 1));
+                           (SELECT turn_id FROM convctx.turns_to_summarize('conv-1') ORDER BY created_at DESC, question_neutral DESC LIMIT 1),
+                           (SELECT redactions FROM convctx.turns_to_summarize('conv-1') LIMIT 1));
 SELECT s -> 'summary' AS summary, s -> 'needs_summary' AS needs_summary FROM convctx.conversation_state('conv-1') s;
 SELECT count(*) AS left_to_summarize FROM convctx.turns_to_summarize('conv-1');
 SELECT count(*) AS with_window_2 FROM convctx.turns_to_summarize('conv-1', 2);
 -- a newer summary replaces the older one
-SELECT convctx.set_summary('conv-1', 'Shorter summary.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'));
+SELECT convctx.set_summary('conv-1', 'Shorter summary.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
 SELECT summary, through_turn_no FROM convctx.session_summary;
 -- errors
 SELECT convctx.conversation_state(NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.conversation_state('conv-1', 0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT convctx.set_summary('conv-1', NULL, (SELECT id FROM ids WHERE name = 't1'));
+SELECT convctx.set_summary('conv-1', NULL, (SELECT id FROM ids WHERE name = 't1'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
 \echo :LAST_ERROR_SQLSTATE
-SELECT convctx.set_summary('conv-1', 'x', NULL);
+SELECT convctx.set_summary('conv-1', 'x', NULL, 0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT convctx.set_summary('conv-1', 'x', '00000000-0000-4000-8000-000000000000');
+SELECT convctx.set_summary('conv-1', 'x', '00000000-0000-4000-8000-000000000000', (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.turns_to_summarize('conv-1', -1);
 \echo :LAST_ERROR_SQLSTATE
@@ -261,7 +262,7 @@ SELECT pg_temp.try($$SELECT convctx.record_clarification('petition', (SELECT id 
 -- a summary that covers it goes, and a new one is asked for
 SELECT count(convctx.finalize_turn('conv-1', convctx.start_turn('conv-1', 'q' || i, 'question ' || i), 'answer ' || i))
 FROM generate_series(15, 16) i;
-SELECT convctx.set_summary('conv-1', 'Summary through q8.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q8'));
+SELECT convctx.set_summary('conv-1', 'Summary through q8.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q8'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
 SELECT convctx.conversation_state('conv-1') -> 'needs_summary' AS needs_summary;
 SELECT convctx.redact_turn('conv-1', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q11'));
 SELECT count(*) AS summaries FROM convctx.session_summary;
@@ -278,7 +279,7 @@ SELECT count(*) AS retrievals FROM convctx.turn_retrieval WHERE session_id = 'la
 SELECT convctx.context_history('law');
 -- erasure
 SELECT convctx.link_session('user-1', 'conv-1');
-SELECT convctx.set_summary('conv-1', 'again', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'));
+SELECT convctx.set_summary('conv-1', 'again', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
 SELECT convctx.erase_identity('user-1') > 0 AS erased;
 SELECT count(*) AS summaries FROM convctx.session_summary;
 SELECT convctx.render_conversation_state(convctx.conversation_state('conv-1'));
@@ -296,14 +297,14 @@ WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answer
 -- summaries keep counting right when the anonymous cap drops covered turns
 SET convctx.max_session_turns = 4;
 SELECT count(convctx.finalize_turn('capped', convctx.start_turn('capped', 'r' || i, 'q' || i), 'a' || i)) FROM generate_series(1, 4) i;
-SELECT convctx.set_summary('capped', 'first three', (SELECT turn_id FROM convctx.turn WHERE session_id = 'capped' AND request_id = 'r3'));
+SELECT convctx.set_summary('capped', 'first three', (SELECT turn_id FROM convctx.turn WHERE session_id = 'capped' AND request_id = 'r3'), (SELECT redactions FROM convctx.session WHERE session_id = 'capped'));
 SELECT count(convctx.start_turn('capped', 'n' || i, 'q')) FROM generate_series(1, 2) i;
 SELECT turn_no, request_id FROM convctx.turn WHERE session_id = 'capped' ORDER BY turn_no;
 RESET convctx.max_session_turns;
 -- a covered turn finalized late counts too
 INSERT INTO ids SELECT 'late', convctx.start_turn('late', 'r1', 'q1');
 SELECT convctx.finalize_turn('late', convctx.start_turn('late', 'r2', 'q2'), 'a2');
-SELECT convctx.set_summary('late', 'both', (SELECT turn_id FROM convctx.turn WHERE session_id = 'late' AND request_id = 'r2'));
+SELECT convctx.set_summary('late', 'both', (SELECT turn_id FROM convctx.turn WHERE session_id = 'late' AND request_id = 'r2'), (SELECT redactions FROM convctx.session WHERE session_id = 'late'));
 SELECT convctx.finalize_turn('late', (SELECT id FROM ids WHERE name = 'late'), 'a1');
 -- the covered counts match the turns
 SELECT ss.session_id, ss.covered_messages, c.messages

@@ -7,6 +7,8 @@
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
          convctx.session_summary, convctx.turn_retrieval, convctx.clarification, convctx.role_tenant;
 DELETE FROM convctx.followup_phrase WHERE NOT builtin;
+-- erased identities become a keyed stand-in, so that a second erasure finds them
+SET convctx.identity_hash_key = 'security test key';
 -- roles are cluster-wide: drop what an interrupted earlier run may have left behind
 SET client_min_messages = warning;
 DROP ROLE IF EXISTS tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
@@ -184,7 +186,7 @@ SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'b1'),
     '[{"id": "doc-1"}, {"id": "b-only-doc"}]');
 SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'b2'),
     '[{"id": "q1", "question": "B: which vault?", "type": "text"}]', '{"reasoning": "B reasoning"}');
-SELECT convctx.set_summary('s1', 'B summary', (SELECT id FROM ids WHERE name = 'b1'));
+SELECT convctx.set_summary('s1', 'B summary', (SELECT id FROM ids WHERE name = 'b1'), 0);
 SELECT convctx.context_add('s1', ARRAY['b-node-1', 'b-node-2'], 'b-user');
 INSERT INTO ids SELECT 'b-s2', convctx.start_turn('s2', 'r1', 'B: anonymous question');
 SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'b-s2'), 'B: anonymous answer');
@@ -209,7 +211,7 @@ SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'a1'),
     '[{"id": "doc-1", "title": "A title", "text": "A chunk text"}]', '[{"id": "doc-1"}]');
 SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'a2'),
     '[{"id": "q1", "question": "A: which vehicle?", "type": "text"}]', '{"reasoning": "A reasoning"}');
-SELECT convctx.set_summary('s1', 'A summary', (SELECT id FROM ids WHERE name = 'a1'));
+SELECT convctx.set_summary('s1', 'A summary', (SELECT id FROM ids WHERE name = 'a1'), 0);
 SELECT convctx.context_add('s1', ARRAY['a-node-1'], 'a-user');
 INSERT INTO ids SELECT 'a-s2', convctx.start_turn('s2', 'r1', 'A: anonymous question');
 SELECT convctx.finalize_turn('s2', (SELECT id FROM ids WHERE name = 'a-s2'), 'A: anonymous answer');
@@ -303,7 +305,7 @@ SELECT name, pg_temp.try(format('SELECT convctx.record_retrieval(%L, %L, %L)', '
        pg_temp.try(format('SELECT convctx.record_clarification(%L, %L, %L, %L)', 's1', id, '[]', '{}')) AS record_clarification
 FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b-sx')
       UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
-SELECT name, pg_temp.try(format('SELECT convctx.set_summary(%L, %L, %L)', 's1', 'A: hijacked', id)) AS set_summary,
+SELECT name, pg_temp.try(format('SELECT convctx.set_summary(%L, %L, %L, 0)', 's1', 'A: hijacked', id)) AS set_summary,
        pg_temp.try(format('SELECT convctx.clarification_context(%L, %L)', 's1', id)) AS clarification_context
 FROM (SELECT name, id FROM ids WHERE name IN ('b1', 'b2')
       UNION ALL SELECT 'nowhere', '00000000-0000-4000-8000-000000000000') x ORDER BY name;
@@ -424,13 +426,14 @@ SELECT pg_temp.b_changed_rows();
 ------------------------------------------------------------------------------
 -- fresh rows for A again, with the same keys as B's
 SET ROLE tenant_a_app;
-INSERT INTO ids SELECT 'a1-new', convctx.start_turn('s1', 'r1', 'A: again', identity_id => 'u1');
+-- (s1 stays linked to u1's erased stand-in: a turn names no identity, a link to u1 is refused)
+INSERT INTO ids SELECT 'a1-new', convctx.start_turn('s1', 'r1', 'A: again');
 SELECT convctx.finalize_turn('s1', (SELECT id FROM ids WHERE name = 'a1-new'), 'A: again answered');
 SELECT convctx.record_retrieval('s1', (SELECT id FROM ids WHERE name = 'a1-new'),
     '[{"id": "doc-1", "text": "A chunk again"}]', '[{"id": "doc-1"}]');
 SELECT convctx.record_clarification('s1', (SELECT id FROM ids WHERE name = 'a1-new'),
     '[{"id": "q", "question": "which?"}]', '{}');
-SELECT convctx.set_summary('s1', 'A summary again', (SELECT id FROM ids WHERE name = 'a1-new'));
+SELECT convctx.set_summary('s1', 'A summary again', (SELECT id FROM ids WHERE name = 'a1-new'), 0);
 SELECT convctx.context_add('s1', ARRAY['a-node-again']);
 RESET ROLE;
 -- the admin role of A can neither read nor write any table, nor EXPLAIN a query of one
@@ -791,9 +794,9 @@ INSERT INTO probe SELECT name, format(stmt, (SELECT id FROM ids WHERE ids.name =
     ('finalize_turn', $$SELECT convctx.finalize_turn('s1', %1$L, 'A: again answered')$$),
     ('recent_turns', $$SELECT jsonb_agg(r) FROM convctx.recent_turns('s1') r$$),
     ('recent_turns_json', $$SELECT convctx.recent_turns_json('s1')$$),
-    ('link_session', $$SELECT convctx.link_session('u1', 's1')$$),
+    ('link_session', $$SELECT convctx.link_session('u1', 's-probe')$$),
     ('conversation_state', $$SELECT convctx.conversation_state('s1')$$),
-    ('set_summary', $$SELECT convctx.set_summary('s1', 'A summary again', %1$L)$$),
+    ('set_summary', $$SELECT convctx.set_summary('s1', 'A summary again', %1$L, 0)$$),
     ('turns_to_summarize', $$SELECT jsonb_agg(t) FROM convctx.turns_to_summarize('s4', 1) t$$),
     ('render_conversation_state', $$SELECT convctx.render_conversation_state(convctx.conversation_state('s1'))$$),
     ('record_retrieval', $$SELECT convctx.record_retrieval('s1', %1$L, '[{"id": "doc-1", "text": "A chunk again"}]', '[{"id": "doc-1"}]')$$),
@@ -898,7 +901,7 @@ RESET ROLE;
 SELECT tenant_id, turn_no, request_id, record_version, question_neutral, answer_neutral,
        turn_id <> '00000000-0000-4000-8000-00000000dead' AS real_turn_id,
        created_at > '2001-01-01' AND finalized_at > '2001-01-01' AS real_timestamps,
-       metadata ->> 'ip_hash' = encode(sha256('192.0.2.1'::bytea), 'hex') AS real_ip_hash,
+       metadata IS NULL OR NOT (metadata ? 'ip' OR metadata ? 'ip_hash') AS no_ip_trace_without_key,
        replaced_by_turn_id IS NOT NULL AS replaced
 FROM convctx.turn WHERE request_id = 'h1' ORDER BY record_version;
 SELECT tenant_id, conversation_id, context_json, user_id, updated_at > '2001-01-01' AS real_timestamp

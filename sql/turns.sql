@@ -57,13 +57,39 @@ SELECT * FROM turns WHERE request_id = 'req-2';
 SELECT convctx.start_turn('s3', 'fb-1', NULL, question_translated => 'Czy muszę płacić VAT?') IS NOT NULL AS started;
 SELECT convctx.start_turn('s3', 'fb-2', '', question_translated => 'A VRT?') IS NOT NULL AS started;
 SELECT request_id, question_neutral, question_translated, metadata FROM turns WHERE session_id = 's3' ORDER BY turn_no;
--- ip_hash is the hex SHA-256 of convctx.ip_hash_salt || ip
-SET convctx.ip_hash_salt = 'pepper';
-SELECT convctx.start_turn('s3', 'ip-1', 'q', meta => '{"ip": "198.51.100.1", "ip_hash": "client-sent", "device_type": "mobile"}') IS NOT NULL AS started;
-SELECT metadata ->> 'ip_hash' = encode(sha256('pepper198.51.100.1'::bytea), 'hex') AS salted_hash,
-       metadata ? 'ip' AS raw_ip_stored, metadata
+-- without convctx.ip_hash_key the ip is dropped: no address, no hash (a plain SHA-256 of an
+-- IPv4 address is reversed by trying all of them), and no client-sent hash beside it
+SELECT convctx.start_turn('s3', 'ip-0', 'q', meta => '{"ip": "203.0.113.9", "ip_hash": "client-sent", "device_type": "mobile"}') IS NOT NULL AS started;
+SELECT metadata FROM convctx.turn WHERE request_id = 'ip-0';
+-- with a key, ip_hash is the hex HMAC-SHA256 of the ip under it (pgcrypto's hmac computes the same)
+CREATE EXTENSION pgcrypto;
+SET convctx.ip_hash_key = 'a secret key';
+SELECT convctx.start_turn('s3', 'ip-1', 'q', meta => '{"ip": "203.0.113.9", "ip_hash": "client-sent", "device_type": "mobile"}') IS NOT NULL AS started;
+SELECT metadata ->> 'ip_hash' = encode(hmac('203.0.113.9', 'a secret key', 'sha256'), 'hex') AS keyed_hash,
+       metadata ->> 'ip_hash' <> encode(sha256('203.0.113.9'::bytea), 'hex') AS not_plain_sha256,
+       metadata ? 'ip' AS raw_ip_stored, metadata - 'ip_hash' AS other_keys
 FROM convctx.turn WHERE request_id = 'ip-1';
+RESET convctx.ip_hash_key;
+-- the deprecated convctx.ip_hash_salt is taken as the key when no key is set
+SET convctx.ip_hash_salt = 'pepper';
+SELECT convctx.start_turn('s3', 'ip-2', 'q', meta => '{"ip": "198.51.100.1"}') IS NOT NULL AS started;
+SELECT metadata ->> 'ip_hash' = encode(hmac('198.51.100.1', 'pepper', 'sha256'), 'hex') AS keyed_with_salt,
+       metadata ->> 'ip_hash' <> encode(sha256('pepper198.51.100.1'::bytea), 'hex') AS not_salted_sha256
+FROM convctx.turn WHERE request_id = 'ip-2';
 RESET convctx.ip_hash_salt;
+DROP EXTENSION pgcrypto;
+-- the keys are secrets: hidden from SHOW ALL and from roles that are not superusers
+SELECT count(*) AS listed FROM pg_settings WHERE name IN ('convctx.ip_hash_key', 'convctx.identity_hash_key', 'convctx.ip_hash_salt');
+CREATE ROLE regress_key_reader;
+SET ROLE regress_key_reader;
+SHOW convctx.ip_hash_key;
+\echo :LAST_ERROR_SQLSTATE
+SET convctx.ip_hash_key = 'mine';
+\echo :LAST_ERROR_SQLSTATE
+SET convctx.identity_hash_key = 'mine';
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_key_reader;
 -- the allowlist is a setting; without ip_hash in it no ip trace is kept at all
 SET convctx.metadata_allowlist = 'channel, "odd key"';
 SELECT convctx.start_turn('s3', 'allow-1', 'q', meta => '{"ip": "198.51.100.1", "channel": "sms", "odd key": [1, {"x": null}], "locale": "en"}') IS NOT NULL AS started;

@@ -136,7 +136,7 @@ FROM convctx.conversation_state('s1', 2) AS state;
 SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r4', 'Q4'), 'A4');
 SELECT count(*) AS acme_turns FROM convctx.recent_turns('s1', 100);
 INSERT INTO ids SELECT 'late2', convctx.start_turn('s3', 'r1', 'Q late');
-SELECT convctx.set_summary('s3', 'a question so far', (SELECT id FROM ids WHERE name = 'late2'));
+SELECT convctx.set_summary('s3', 'a question so far', (SELECT id FROM ids WHERE name = 'late2'), 0);
 SELECT convctx.finalize_turn('s3', (SELECT id FROM ids WHERE name = 'late2'), 'A late');
 SELECT s.session_id, ss.covered_messages, ss.through_turn_no, s.summary_through_turn_no
 FROM convctx.session s JOIN convctx.session_summary ss USING (tenant_id, session_id)

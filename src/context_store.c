@@ -9,6 +9,11 @@
  * context_save replaces the whole snapshot: the last writer wins, as the
  * caller asked.
  *
+ * Limits (54000, nothing written): a node id has at most
+ * CONVCTX_MAX_ID_BYTES, a stored context at most convctx.max_text_bytes;
+ * context_add keeps at most convctx.max_active_nodes ids, a setting only
+ * superusers change.
+ *
  * Copyright (c) 2026, the convctx authors
  *
  * src/context_store.c
@@ -20,6 +25,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "access/detoast.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 
@@ -52,6 +58,74 @@ static SPIPlanPtr context_add_plan = NULL;
 	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \
 	"     updated_at = pg_catalog.now()" \
 	" RETURNING context_json"
+
+static void
+ReportNodeIdTooLong(int len)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			errmsg("node id is too long"),
+			errdetail("It has %d bytes; at most %d are allowed.",
+					  len, CONVCTX_MAX_ID_BYTES));
+}
+
+/* 54000 when a context to store is larger than convctx.max_text_bytes. */
+static void
+CheckContextSize(Datum ctx)
+{
+	Size		len = toast_raw_datum_size(ctx) - VARHDRSZ;
+
+	if (len > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("context is too large"),
+				errdetail("It has %zu bytes; convctx.max_text_bytes allows %d.",
+						  len, convctx_max_text_bytes));
+}
+
+/* 54000 when a node id of a context object (shape already checked) is too long. */
+static void
+CheckContextNodeIds(Jsonb *ctx)
+{
+	JsonbValue	ids;
+	int			n;
+	int			i;
+
+	if (getKeyJsonValueFromContainer(&ctx->root, CONVCTX_ACTIVE_NODE_IDS,
+									 strlen(CONVCTX_ACTIVE_NODE_IDS), &ids) == NULL ||
+		ids.type != jbvBinary || !JsonContainerIsArray(ids.val.binary.data))
+		return;
+	n = JsonContainerSize(ids.val.binary.data);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue *v = getIthJsonbValueFromContainer(ids.val.binary.data, i);
+
+		if (v != NULL && v->type == jbvString && v->val.string.len > CONVCTX_MAX_ID_BYTES)
+			ReportNodeIdTooLong(v->val.string.len);
+	}
+}
+
+/* 54000 when an element of a text array of node ids is too long. */
+static void
+CheckNodeIdArray(ArrayType *ids)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (i = 0; i < n; i++)
+	{
+		int			len;
+
+		if (nulls[i])
+			continue;
+		len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
+		if (len > CONVCTX_MAX_ID_BYTES)
+			ReportNodeIdTooLong(len);
+	}
+}
 
 PG_FUNCTION_INFO_V1(convctx_context_load);
 
@@ -110,8 +184,10 @@ convctx_context_save(PG_FUNCTION_ARGS)
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("context must not be null"),
 				errhint("Save '{\"activeNodeIds\": []}' for an empty context."));
+	CheckContextSize(PG_GETARG_DATUM(1));
 	ctx = PG_GETARG_JSONB_P(1);
 	ContextCheckShape(ctx);
+	CheckContextNodeIds(ctx);
 
 	values[0] = PointerGetDatum(CurrentTenant());
 	values[1] = PointerGetDatum(conversation_id);
@@ -163,6 +239,7 @@ convctx_context_add(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("node ids must be a one-dimensional array"));
+		CheckNodeIdArray(ids);
 		values[2] = PointerGetDatum(ids);
 	}
 	values[3] = PointerGetDatum(user_id);
@@ -176,6 +253,8 @@ convctx_context_add(PG_FUNCTION_ARGS)
 	if (SPI_processed != 1)
 		elog(ERROR, "context_add affected " UINT64_FORMAT " rows", SPI_processed);
 	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* After the merge, which only the statement sees: the error rolls it back. */
+	CheckContextSize(result);
 	result = SPI_datumTransfer(result, false, -1);
 	SPI_finish();
 

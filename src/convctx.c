@@ -32,7 +32,9 @@ int			convctx_max_active_nodes = 256;
 int			convctx_max_session_turns = 500;
 int			convctx_max_text_bytes = 1024 * 1024;
 char	   *convctx_metadata_allowlist = NULL;
+char	   *convctx_ip_hash_key = NULL;
 char	   *convctx_ip_hash_salt = NULL;
+char	   *convctx_identity_hash_key = NULL;
 int			convctx_session_ttl = 24 * 60 * 60;
 int			convctx_turn_retention = 0;
 int			convctx_context_ttl = 30 * 24 * 60 * 60;
@@ -72,11 +74,11 @@ _PG_init(void)
 
 	DefineCustomIntVariable("convctx.max_active_nodes",
 							"Most node ids a conversation context keeps; the least recently referenced go first.",
-							"Used by context_merge when max_nodes is NULL, and by context_add.",
+							"Used by context_merge when max_nodes is NULL, and by context_add. Only superusers may change it: it bounds what context_add stores.",
 							&convctx_max_active_nodes,
 							256,
 							1, 1000000,
-							PGC_USERSET,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 
@@ -102,17 +104,39 @@ _PG_init(void)
 
 	DefineCustomStringVariable("convctx.metadata_allowlist",
 							   "Request metadata keys that turns persist; other keys are dropped.",
-							   "A raw \"ip\" is never stored: it becomes \"ip_hash\" when that key is allowed.",
+							   "A raw \"ip\" is never stored: it becomes \"ip_hash\" when that key is allowed and convctx.ip_hash_key is set.",
 							   &convctx_metadata_allowlist,
 							   "channel,device_type,ip_hash,user_agent_hash,locale,client_version",
 							   PGC_SUSET,
 							   GUC_LIST_INPUT,
 							   check_metadata_allowlist, NULL, NULL);
 
+	/*
+	 * The keys are secrets: only superusers may read or set them, and SHOW
+	 * ALL does not list them.
+	 */
+	DefineCustomStringVariable("convctx.ip_hash_key",
+							   "Secret key of the HMAC-SHA256 that turns a raw ip into ip_hash.",
+							   "Empty: a raw ip is dropped, no ip_hash is stored.",
+							   &convctx_ip_hash_key,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("convctx.ip_hash_salt",
-							   "Salt prefixed to a raw ip before it is hashed into ip_hash.",
+							   "Deprecated: used as convctx.ip_hash_key when that is empty.",
 							   NULL,
 							   &convctx_ip_hash_salt,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("convctx.identity_hash_key",
+							   "Secret key of the HMAC-SHA256 that stands in for an erased identity.",
+							   "Empty: every erased identity becomes the same marker \"erased\".",
+							   &convctx_identity_hash_key,
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
@@ -219,6 +243,31 @@ ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what)
 	if (PG_ARGISNULL(argno))
 		return NULL;
 	t = PG_GETARG_TEXT_PP(argno);
+	CheckTextSize(t, what);
+	return t;
+}
+
+/*
+ * An optional routing label (pipeline_name, consultant, repository): a
+ * name, so at most CONVCTX_MAX_ID_BYTES like an id (and never more than
+ * convctx.max_text_bytes), 54000 beyond. NULL stays NULL.
+ */
+text *
+ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *t;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len > CONVCTX_MAX_ID_BYTES)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("%s is too long", what),
+				errdetail("It has %d bytes; at most %d are allowed.",
+						  len, CONVCTX_MAX_ID_BYTES));
 	CheckTextSize(t, what);
 	return t;
 }

@@ -32,7 +32,9 @@ extern int	convctx_max_active_nodes;
 extern int	convctx_max_session_turns;
 extern int	convctx_max_text_bytes;
 extern char *convctx_metadata_allowlist;
+extern char *convctx_ip_hash_key;
 extern char *convctx_ip_hash_salt;
+extern char *convctx_identity_hash_key;
 extern int	convctx_session_ttl;
 extern int	convctx_turn_retention;
 extern int	convctx_context_ttl;
@@ -52,6 +54,7 @@ extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what)
 extern text *ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what);
 
 extern text *ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what);
+extern text *ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
 extern void CheckTextSize(text *t, const char *what);
@@ -76,6 +79,11 @@ extern Jsonb *ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes);
 
 /* Request metadata (metadata.c) */
 extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
+extern void CheckMetadataSize(Datum merged);
+extern char *KeyedHashHex(const char *key, const char *data, int len);
+
+/* What an erased identity becomes (lifecycle.c) */
+extern text *ErasedIdentity(text *identity_id);
 
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,

@@ -11,8 +11,13 @@
  *	  and none can be added to the session until it commits. A finalize that
  *	  races it waits on the turn's row lock and then finds a tombstone, so no
  *	  text ever comes back.
- *	- erase_identity locks the sessions of the identity in a fixed order
- *	  (so concurrent erasures cannot deadlock) before clearing them.
+ *	- erase_identity locks the sessions of the identity in session_id order,
+ *	  repeating until no newly linked session appears, and then erases
+ *	  exactly the set it locked, never looking the links up again: a turn
+ *	  of any of them either committed before the lock (and is erased) or
+ *	  waits for the erasure to commit; it never touches a turn of a session
+ *	  whose row it does not hold, so it cannot deadlock with finalize_turn.
+ *	  A session linked after the last pass is linked after the erasure.
  *	- purge takes row locks only, with SKIP LOCKED: a session that is busy
  *	  is left for the next pass. It locks sessions before their turns, as
  *	  every writer of turns does, so it never deadlocks with them. An expired session is chosen with FOR
@@ -36,6 +41,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -46,23 +52,41 @@
 static SPIPlanPtr redact_turn_plan = NULL;
 static SPIPlanPtr turn_exists_plan = NULL;
 static SPIPlanPtr redact_session_plan = NULL;
+static SPIPlanPtr redaction_lock_plan = NULL;
 static SPIPlanPtr erase_lock_plan = NULL;
+static SPIPlanPtr erase_sessions_plan = NULL;
+static SPIPlanPtr erase_links_plan = NULL;
 static SPIPlanPtr erase_turns_plan = NULL;
+static SPIPlanPtr erase_tombstones_plan = NULL;
 static SPIPlanPtr erase_contexts_plan = NULL;
+static SPIPlanPtr erase_audit_plan = NULL;
 static SPIPlanPtr expired_sessions_plan = NULL;
 static SPIPlanPtr expired_session_turns_plan = NULL;
 static SPIPlanPtr emptied_sessions_plan = NULL;
 static SPIPlanPtr expired_turns_plan = NULL;
 static SPIPlanPtr expired_contexts_plan = NULL;
 
-/* What a tombstone keeps: ids, request_id, timestamps, versions. */
-#define TOMBSTONE_SET \
+/*
+ * What a tombstone keeps: ids, request_id, timestamps, versions, and the
+ * redaction generation that made it (gen: the parameter holding it), by
+ * which set_summary recognises a summary made before it.
+ */
+#define TOMBSTONE_SET(gen) \
 	" SET question_neutral = NULL, answer_neutral = NULL," \
 	"     question_translated = NULL, answer_translated = NULL, metadata = NULL," \
-	"     deleted_at = pg_catalog.statement_timestamp()"
+	"     deleted_at = pg_catalog.statement_timestamp(), redaction = " gen
+
+/*
+ * Lock a session's row, as every writer of its turns does, and bump its
+ * redaction generation; returns the new one.
+ */
+#define REDACTION_LOCK_SQL \
+	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" RETURNING redactions"
 
 #define REDACT_TURN_SQL \
-	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET \
+	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$4") \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"    AND deleted_at IS NULL" \
 	"    AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
@@ -80,7 +104,7 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define REDACT_SESSION_SQL \
-	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET \
+	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$3") \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
 	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
@@ -88,30 +112,87 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
 
+/*
+ * erase_identity. $1 is the tenant, $2 the identities to look for (the
+ * identity, and the keyed stand-in of an earlier erasure of it): lock the
+ * sessions linked to them in a fixed order.
+ */
 #define ERASE_LOCK_SQL \
 	"SELECT s.session_id FROM convctx.session s" \
 	"  JOIN convctx.session_link l ON l.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
 	"   AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
-	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND l.identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
 	" ORDER BY s.session_id FOR UPDATE OF s"
 
+/*
+ * The statements below act on $2, the sessions locked, and never look the
+ * links up again; $3 is what the identity becomes. The sessions stay
+ * linked (to the stand-in: not capped, not expired, and linking them to
+ * any identity is refused), with a new redaction generation.
+ */
+#define ERASE_SESSIONS_SQL \
+	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+
+#define ERASE_LINKS_SQL \
+	"UPDATE convctx.session_link SET identity_id = $3" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+
+/* Every live turn becomes a tombstone; returns how many turns (not versions). */
 #define ERASE_TURNS_SQL \
-	"WITH r AS (UPDATE convctx.turn t" TOMBSTONE_SET \
-	"  FROM convctx.session_link l" \
-	"  WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
-	"    AND t.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
-	"    AND t.session_id OPERATOR(pg_catalog.=) l.session_id" \
+	"WITH r AS (UPDATE convctx.turn t" TOMBSTONE_SET("s.redactions") "," \
+	"         identity_id = CASE WHEN t.identity_id IS NULL THEN NULL ELSE $3 END" \
+	"  FROM convctx.session s" \
+	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"    AND s.session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"    AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
+	"    AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"    AND t.deleted_at IS NULL" \
 	"  RETURNING t.tenant_id, t.session_id, t.turn_no, NULL::pg_catalog.timestamptz AS deleted_at," \
 	"            t.replaced_by_turn_id, t.finalized_at)," \
 	" d AS (SELECT * FROM r)," SESSION_COUNTS_ADJUST_D \
 	" SELECT pg_catalog.count(*) FROM (SELECT DISTINCT session_id, turn_no FROM r) x"
 
+/* Tombstones made before (by a redaction) name the identity too. */
+#define ERASE_TOMBSTONES_SQL \
+	"UPDATE convctx.turn SET identity_id = $3" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"   AND identity_id OPERATOR(pg_catalog.<>) $3"
+
+/*
+ * The contexts of the sessions, and every context saved with the identity
+ * as user_id. $3 is the identity.
+ */
 #define ERASE_CONTEXTS_SQL \
-	"DELETE FROM convctx.conversation_context c USING convctx.session_link l" \
-	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.identity_id OPERATOR(pg_catalog.=) $2" \
-	"   AND c.tenant_id OPERATOR(pg_catalog.=) l.tenant_id" \
-	"   AND c.conversation_id OPERATOR(pg_catalog.=) l.session_id"
+	"DELETE FROM convctx.conversation_context" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"        OR user_id OPERATOR(pg_catalog.=) $3)"
+
+/*
+ * The audit rows that name the identity ($2), in identity_id or as a value
+ * of details (a refused link names both identities), name the stand-in
+ * ($3) instead.
+ */
+#define ERASE_AUDIT_SQL \
+	"UPDATE convctx.audit_log a" \
+	"   SET identity_id = CASE WHEN a.identity_id OPERATOR(pg_catalog.=) $2 THEN $3" \
+	"                          ELSE a.identity_id END," \
+	"       details = CASE WHEN pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'" \
+	"         THEN COALESCE((SELECT pg_catalog.jsonb_object_agg(e.key," \
+	"                 CASE WHEN e.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb($2::pg_catalog.text)" \
+	"                      THEN pg_catalog.to_jsonb($3::pg_catalog.text) ELSE e.value END)" \
+	"               FROM pg_catalog.jsonb_each(a.details) e), '{}'::pg_catalog.jsonb)" \
+	"         ELSE a.details END" \
+	" WHERE a.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (a.identity_id OPERATOR(pg_catalog.=) $2" \
+	"        OR (pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'" \
+	"            AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(a.details) e" \
+	"                         WHERE e.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb($2::pg_catalog.text))))"
 
 /*
  * The passes below take $1 an age in seconds, $2 the batch and $3 the one
@@ -200,6 +281,40 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
+/*
+ * Lock the session's row and bump its redaction generation; returns the
+ * new generation, or 0 when the session does not exist. SPI must be
+ * connected.
+ */
+static int64
+RedactionLock(text *tenant, text *session_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+
+	SpiRunPlan(SpiKeptPlan(&redaction_lock_plan, REDACTION_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	return SPI_processed > 0 ? SpiFirstInt8() : 0;
+}
+
+/*
+ * What an erased identity becomes wherever it was stored: "erased:" and
+ * the hex HMAC-SHA256 of the identity under convctx.identity_hash_key, so
+ * that the audit trail can still tell one erased identity from another
+ * (and a later erasure of the same identity finds it); without a key, the
+ * same marker "erased" for every identity.
+ */
+text *
+ErasedIdentity(text *identity_id)
+{
+	if (convctx_identity_hash_key == NULL || convctx_identity_hash_key[0] == '\0')
+		return cstring_to_text("erased");
+	return cstring_to_text(psprintf("erased:%s",
+									KeyedHashHex(convctx_identity_hash_key,
+												 VARDATA_ANY(identity_id),
+												 VARSIZE_ANY_EXHDR(identity_id))));
+}
+
 PG_FUNCTION_INFO_V1(convctx_redact_turn);
 
 /*
@@ -211,14 +326,14 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
-	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-	UUIDPGetDatum(turn_id)};
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, UUIDOID, INT8OID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id), (Datum) 0};
 	int64		versions;
 
 	SPI_connect();
-	(void) SessionLock(tenant, session_id);
-	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 3, argtypes),
+	values[3] = Int64GetDatum(RedactionLock(tenant, session_id));
+	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 4, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	versions = SpiFirstInt8();
 	if (versions > 0)
@@ -254,14 +369,17 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 {
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), (Datum) 0};
 	int64		turns = 0;
+	int64		generation;
 
 	SPI_connect();
-	if (SessionLock(tenant, session_id))
+	generation = RedactionLock(tenant, session_id);
+	if (generation > 0)
 	{
-		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 2, argtypes),
+		values[2] = Int64GetDatum(generation);
+		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);
 		turns = SpiFirstInt8();
 		PromptForget(tenant, session_id, 0);
@@ -273,48 +391,124 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(turns);
 }
 
+/*
+ * Lock every session linked to one of identities (a text[]) in the tenant,
+ * in session_id order, until a pass finds no session that the one before
+ * did not: a link committed while a pass waited for a lock is invisible to
+ * that pass (its snapshot predates the commit) but not to the next. The
+ * set only grows (links are never undone, linked sessions never purged, and
+ * the locked ones cannot change), so equal counts mean equal sets. Returns
+ * the session ids locked, as a text[] Datum in the caller's context, and
+ * their number in *count. SPI must be connected.
+ */
+static Datum
+EraseLockSessions(text *tenant, Datum identities, uint64 *count)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		values[2] = {PointerGetDatum(tenant), identities};
+	SPIPlanPtr	plan = SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes);
+	uint64		before = 0;
+	uint64		n;
+	uint64		i;
+	Datum	   *ids;
+	MemoryContext spi = CurrentMemoryContext;
+
+	for (;;)
+	{
+		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
+		n = SPI_processed;
+		if (n == before)
+			break;
+		before = n;
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	MemoryContextSwitchTo(spi);
+	ids = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+	}
+	*count = n;
+	return PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 PG_FUNCTION_INFO_V1(convctx_erase_identity);
 
 /*
  * erase_identity(identity_id) -> bigint
+ *
+ * Locks the identity's sessions first (EraseLockSessions), then erases
+ * exactly that set: their turns become tombstones, their prompt data and
+ * contexts go, and no row keeps the identity in clear. Returns how many
+ * turns became tombstones.
  */
 Datum
 convctx_erase_identity(PG_FUNCTION_ARGS)
 {
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(identity_id)};
-	uint64		sessions;
-	uint64		i;
-	text	  **session_ids;
-	int64		turns;
+	text	   *erased = ErasedIdentity(identity_id);
+	bool		keyed = convctx_identity_hash_key != NULL && convctx_identity_hash_key[0] != '\0';
+	Datum		idents[2] = {PointerGetDatum(identity_id), PointerGetDatum(erased)};
+	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[3];
+	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		audit_values[3] = {PointerGetDatum(tenant), PointerGetDatum(identity_id),
+	PointerGetDatum(erased)};
+	Datum		sessions;
+	uint64		nsessions;
+	int64		turns = 0;
 	uint64		contexts;
+	uint64		audit_rows;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_SELECT);
-	sessions = SPI_processed;
-	session_ids = palloc(sizeof(text *) * Max(sessions, 1));
-	for (i = 0; i < sessions; i++)
-	{
-		bool		isnull;
 
-		session_ids[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
-														  SPI_tuptable->tupdesc, 1, &isnull));
+	/*
+	 * The keyed stand-in of an earlier erasure is looked for too: turns added
+	 * to those sessions since are the identity's as well. The unkeyed marker
+	 * is every erased identity's, so it is not.
+	 */
+	sessions = EraseLockSessions(tenant,
+								 PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
+																 -1, false, TYPALIGN_INT)),
+								 &nsessions);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = sessions;
+	values[2] = PointerGetDatum(erased);
+	if (nsessions > 0)
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(sessions);
+		Datum	   *ids;
+		int			n;
+		int			i;
+
+		SpiRunPlan(SpiKeptPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+		SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		turns = SpiFirstInt8();
+		SpiRunPlan(SpiKeptPlan(&erase_tombstones_plan, ERASE_TOMBSTONES_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+		SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &ids, NULL, &n);
+		for (i = 0; i < n; i++)
+			PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
 	}
-	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_SELECT);
-	turns = SpiFirstInt8();
-	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 2, argtypes),
+	values[2] = PointerGetDatum(identity_id);
+	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);
 	contexts = SPI_processed;
-	for (i = 0; i < sessions; i++)
-		PromptForget(tenant, session_ids[i], 0);
-	AuditWrite(tenant, "erase_identity", NULL, identity_id,
+	SpiRunPlan(SpiKeptPlan(&erase_audit_plan, ERASE_AUDIT_SQL, 3, audit_types),
+			   audit_values, NULL, false, 0, SPI_OK_UPDATE);
+	audit_rows = SPI_processed;
+	AuditWrite(tenant, "erase_identity", NULL, erased,
 			   psprintf("{\"sessions\": " UINT64_FORMAT ", \"turns\": " INT64_FORMAT
-						", \"contexts\": " UINT64_FORMAT "}",
-						sessions, turns, contexts));
+						", \"contexts\": " UINT64_FORMAT ", \"audit_rows\": " UINT64_FORMAT "}",
+						nsessions, turns, contexts, audit_rows));
 	SPI_finish();
 
 	PG_RETURN_INT64(turns);

@@ -2,7 +2,10 @@
  *
  * metadata.c
  *	  The request metadata a turn may keep: allowlisted keys only, and a raw
- *	  ip never, only its salted SHA-256 as ip_hash.
+ *	  ip never, only its HMAC-SHA256 under convctx.ip_hash_key as ip_hash
+ *	  (no key: the ip is dropped). A plain or salted hash of an IPv4
+ *	  address is reversed by hashing all 2^32 of them; a keyed one is not
+ *	  without the key.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -12,7 +15,8 @@
  */
 #include "postgres.h"
 
-#include "common/cryptohash.h"
+#include "access/detoast.h"
+#include "common/hmac.h"
 #include "common/sha2.h"
 #include "nodes/pg_list.h"
 #include "utils/jsonb.h"
@@ -42,25 +46,30 @@ KeyIs(JsonbValue *k, const char *name)
 		memcmp(k->val.string.val, name, k->val.string.len) == 0;
 }
 
-/* Lower-case hex SHA-256 of convctx.ip_hash_salt || ip. */
-static char *
-HashIp(const char *ip, int len)
+/*
+ * Lower-case hex HMAC-SHA256 of data under key (64 characters), as
+ * pgcrypto's encode(hmac(data, key, 'sha256'), 'hex') computes it.
+ */
+char *
+KeyedHashHex(const char *key, const char *data, int len)
 {
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	const char *salt = convctx_ip_hash_salt ? convctx_ip_hash_salt : "";
 	char	   *hex = palloc(PG_SHA256_DIGEST_LENGTH * 2 + 1);
 	int			i;
 
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) salt, strlen(salt)) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) ip, len) < 0 ||
-		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+	if (ctx == NULL)
+		ereport(ERROR,
+				errcode(ERRCODE_OUT_OF_MEMORY),
+				errmsg("out of memory"));
+	if (pg_hmac_init(ctx, (const uint8 *) key, strlen(key)) < 0 ||
+		pg_hmac_update(ctx, (const uint8 *) data, len) < 0 ||
+		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
 	{
-		pg_cryptohash_free(ctx);
-		elog(ERROR, "could not compute SHA-256 of the ip");
+		pg_hmac_free(ctx);
+		elog(ERROR, "could not compute HMAC-SHA256");
 	}
-	pg_cryptohash_free(ctx);
+	pg_hmac_free(ctx);
 
 	for (i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
 		sprintf(hex + 2 * i, "%02x", digest[i]);
@@ -68,9 +77,43 @@ HashIp(const char *ip, int len)
 }
 
 /*
+ * The key ip_hash is computed with: convctx.ip_hash_key, else the
+ * deprecated convctx.ip_hash_salt (a secret an operator set for the old
+ * scheme keeps ip_hash coming, now as a keyed hash), else NULL.
+ */
+static const char *
+IpHashKey(void)
+{
+	if (convctx_ip_hash_key != NULL && convctx_ip_hash_key[0] != '\0')
+		return convctx_ip_hash_key;
+	if (convctx_ip_hash_salt != NULL && convctx_ip_hash_salt[0] != '\0')
+		return convctx_ip_hash_salt;
+	return NULL;
+}
+
+/*
+ * 54000 when a turn's metadata (a jsonb datum, maybe toasted), after the
+ * answer's metadata was merged into it, is larger than
+ * convctx.max_text_bytes. Raised after the statement that merged it: the
+ * error rolls the write back.
+ */
+void
+CheckMetadataSize(Datum merged)
+{
+	Size		len = toast_raw_datum_size(merged) - VARHDRSZ;
+
+	if (len > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("metadata is too long"),
+				errdetail("The turn's metadata merged with the new one has %zu bytes; convctx.max_text_bytes allows %d.",
+						  len, convctx_max_text_bytes));
+}
+
+/*
  * The metadata object a turn stores for meta (an object, or NULL): its
  * allowlisted keys, a raw "ip" replaced by "ip_hash" (when ip_hash is
- * allowed), and question_neutral_is_fallback when asked. NULL when nothing
+ * allowed and a key is set; else dropped), and question_neutral_is_fallback when asked. NULL when nothing
  * is left. A non-string ip is 22023; a result over convctx.max_text_bytes
  * is 54000.
  */
@@ -83,6 +126,7 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 	char	   *raw;
 	int			pairs = 0;
 	char	   *ip_hash = NULL;
+	bool		ip_given = false;
 	Jsonb	   *out;
 
 	/* Most turns carry no metadata: nothing to parse or build. */
@@ -107,8 +151,9 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 				ereport(ERROR,
 						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						errmsg("meta key \"ip\" must be a string"));
-			if (KeyAllowed(allowed, "ip_hash", 7))
-				ip_hash = HashIp(ip.val.string.val, ip.val.string.len);
+			ip_given = true;
+			if (KeyAllowed(allowed, "ip_hash", 7) && IpHashKey() != NULL)
+				ip_hash = KeyedHashHex(IpHashKey(), ip.val.string.val, ip.val.string.len);
 		}
 	}
 
@@ -125,8 +170,11 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 				continue;
 			tok = JsonbIteratorNext(&it, &v, true);
 			Assert(tok == WJB_VALUE);
-			/* never the raw ip, never a client-supplied hash beside it */
-			if (KeyIs(&k, "ip") || (ip_hash != NULL && KeyIs(&k, "ip_hash")) ||
+			/*
+			 * Never the raw ip, never a client-supplied hash beside it (ours
+			 * replaces it; with no key, the ip's hash is not kept at all).
+			 */
+			if (KeyIs(&k, "ip") || (ip_given && KeyIs(&k, "ip_hash")) ||
 				KeyIs(&k, "question_neutral_is_fallback"))
 				continue;
 			if (!KeyAllowed(allowed, k.val.string.val, k.val.string.len))

@@ -214,11 +214,12 @@ convctx_record_retrieval(PG_FUNCTION_ARGS)
 				errhint("Pass '[]' when nothing was retrieved."));
 	chunks = PG_GETARG_JSONB_P(2);
 	CheckChunkArray(chunks, "chunks");
-	if (VARSIZE(chunks) - VARHDRSZ > (Size) convctx_max_text_bytes * 16)
+	if (VARSIZE(chunks) - VARHDRSZ > (Size) convctx_max_text_bytes)
 		ereport(ERROR,
 				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				errmsg("chunks are too large"),
-				errdetail("At most 16 times convctx.max_text_bytes are allowed."));
+				errdetail("They have %zu bytes; convctx.max_text_bytes allows %d.",
+						  (Size) (VARSIZE(chunks) - VARHDRSZ), convctx_max_text_bytes));
 
 	if (!PG_ARGISNULL(3))
 	{
@@ -308,6 +309,13 @@ convctx_record_retrieval(PG_FUNCTION_ARGS)
 		pushJsonbValue(&state, WJB_ELEM, v);
 	}
 	resolved = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+	/* Resolved: a few references to large earlier chunks can make it grow. */
+	if (VARSIZE(resolved) - VARHDRSZ > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("citations are too large"),
+				errdetail("With every reference resolved to its chunk they have %zu bytes; convctx.max_text_bytes allows %d.",
+						  (Size) (VARSIZE(resolved) - VARHDRSZ), convctx_max_text_bytes));
 
 	{
 		Oid			argtypes[5] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID};

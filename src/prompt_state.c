@@ -5,6 +5,15 @@
  *	  set_summary, turns_to_summarize, render_conversation_state; and what
  *	  redaction must forget of prompt data (PromptForget).
  *
+ * A summary never outlives the text it was made from: redaction drops
+ * the summaries that cover a redacted turn, and a summary made before a
+ * redaction is refused after it. Every redaction bumps the session's
+ * generation (convctx.session.redactions) under the session row's lock and
+ * stamps the tombstones it makes with it (convctx.turn.redaction);
+ * turns_to_summarize hands the generation out with the turns, set_summary
+ * takes it back and, under the same lock, refuses the summary when a turn
+ * it covers became a tombstone since.
+ *
  * Messages are the questions and answers of live (not redacted) current
  * versions of turns, in turn_no order. Reads walk the chronology index
  * backwards for the window, so their cost follows the window; the counts
@@ -38,6 +47,8 @@ static SPIPlanPtr counts_plan = NULL;
 static SPIPlanPtr set_summary_plan = NULL;
 static SPIPlanPtr set_summary_0_1_plan = NULL;
 static SPIPlanPtr clear_summary_mark_plan = NULL;
+static SPIPlanPtr summary_lock_plan = NULL;
+static SPIPlanPtr summary_stale_plan = NULL;
 static SPIPlanPtr to_summarize_plan = NULL;
 static SPIPlanPtr forget_turn_plan = NULL;
 static SPIPlanPtr forget_session_plan = NULL;
@@ -72,7 +83,8 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"INSERT INTO convctx.session_summary AS s" \
 	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
 	" SELECT $1, $2, $3, t.turn_no," \
-	"        (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(x.finalized_at) FROM convctx.turn x" \
+	"        (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(x.finalized_at)" \
+	"           FROM convctx.turn x" \
 	"          WHERE x.tenant_id OPERATOR(pg_catalog.=) $1 AND x.session_id OPERATOR(pg_catalog.=) $2" \
 	"            AND x.deleted_at IS NULL AND x.replaced_by_turn_id IS NULL" \
 	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no)" \
@@ -93,28 +105,53 @@ static SPIPlanPtr forget_session_plan = NULL;
 	" UPDATE convctx.session SET summary_through_turn_no = sm.through_turn_no FROM sm" \
 	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
 
+/* The session's redaction generation, locking its row as redaction does. */
+#define SUMMARY_LOCK_SQL \
+	"SELECT redactions FROM convctx.session" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" FOR UPDATE"
+
+/*
+ * A turn up to $3 that a redaction after generation $4 made a tombstone:
+ * a summary of what turns_to_summarize returned at $4 may hold its text.
+ */
+#define SUMMARY_STALE_SQL \
+	"SELECT 1 FROM convctx.turn" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   AND turn_no OPERATOR(pg_catalog.<=) $3 AND redaction OPERATOR(pg_catalog.>) $4" \
+	" LIMIT 1"
+
 /* After PromptForget dropped the summary, when the session row has the mark. */
 #define CLEAR_SUMMARY_MARK_SQL \
 	"UPDATE convctx.session SET summary_through_turn_no = NULL" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND summary_through_turn_no IS NOT NULL"
 
-/* The turns wholly older than the last $3 messages and after the summary. */
+/*
+ * The first $4 turns wholly older than the last $3 messages and after the
+ * summary, with the session's redaction generation and the summary they
+ * continue, all read in one snapshot.
+ */
 #define TO_SUMMARIZE_SQL \
 	"WITH win AS (SELECT turn_no, CASE WHEN finalized_at IS NULL THEN 1 ELSE 2 END AS msgs" \
 	"               FROM convctx.turn WHERE" LIVE_TURN \
 	"              ORDER BY turn_no DESC LIMIT $3)," \
 	" boundary AS (SELECT pg_catalog.min(turn_no) AS turn_no FROM (" \
-	"               SELECT turn_no, pg_catalog.sum(msgs) OVER (ORDER BY turn_no DESC) OPERATOR(pg_catalog.-) msgs AS newer" \
-	"                 FROM win) w WHERE newer OPERATOR(pg_catalog.<) $3)" \
-	"SELECT t.turn_id, t.created_at, t.question_neutral, t.answer_neutral" \
+	"               SELECT turn_no, pg_catalog.sum(msgs) OVER (ORDER BY turn_no DESC)" \
+	"                      OPERATOR(pg_catalog.-) msgs AS newer" \
+	"                 FROM win) w WHERE newer OPERATOR(pg_catalog.<) $3)," \
+	" sm AS (SELECT summary, through_turn_no FROM convctx.session_summary s" \
+	"        WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2)" \
+	"SELECT t.turn_id, t.created_at, t.question_neutral, t.answer_neutral," \
+	"       (SELECT redactions FROM convctx.session s" \
+	"         WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2)," \
+	"       (SELECT summary FROM sm)" \
 	"  FROM convctx.turn t, boundary b" \
 	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
 	"   AND t.turn_no OPERATOR(pg_catalog.<) b.turn_no" \
-	"   AND t.turn_no OPERATOR(pg_catalog.>) COALESCE((SELECT through_turn_no FROM convctx.session_summary s" \
-	"        WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2), 0)" \
-	" ORDER BY t.turn_no"
+	"   AND t.turn_no OPERATOR(pg_catalog.>) COALESCE((SELECT through_turn_no FROM sm), 0)" \
+	" ORDER BY t.turn_no LIMIT $4"
 
 #define FORGET_TURN_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
@@ -352,17 +389,28 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	PG_RETURN_JSONB_P(out);
 }
 
-PG_FUNCTION_INFO_V1(convctx_set_summary);
+PG_FUNCTION_INFO_V1(convctx_set_summary_0_3);
 
 /*
- * set_summary(session_id, summary, through_turn) -> void
+ * set_summary(session_id, summary, through_turn, redactions) -> void
+ *
+ * redactions is the generation turns_to_summarize handed out with the
+ * turns the summary was made from. Under the session row's lock, which
+ * every redaction takes to bump the generation, a summary is refused
+ * (55000) when through_turn is a tombstone, or when a redaction after that
+ * generation made a tombstone of a turn up to through_turn: its input may
+ * hold text that is gone.
  */
 Datum
-convctx_set_summary(PG_FUNCTION_ARGS)
+convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 {
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *summary;
 	pg_uuid_t  *through = ArgTurnId(fcinfo, 2);
+	int64		seen;
+	int64		current;
+	int64		turn_no;
+	bool		isnull;
 	text	   *tenant = CurrentTenant();
 	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID};
 	Datum		values[4];
@@ -372,6 +420,17 @@ convctx_set_summary(PG_FUNCTION_ARGS)
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("summary must not be null"));
 	summary = ArgOptionalText(fcinfo, 1, "summary");
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("redactions must not be null"),
+				errhint("Pass the redactions value that convctx.turns_to_summarize() returned with the turns."));
+	seen = PG_GETARG_INT64(3);
+	if (seen < 0)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("redactions must not be negative"),
+				errdetail("Got " INT64_FORMAT ".", seen));
 
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
@@ -380,7 +439,39 @@ convctx_set_summary(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	/* Serialized with redaction, which drops the summaries that cover a turn. */
-	(void) SessionLock(tenant, session_id);
+	SpiRunPlan(SpiKeptPlan(&summary_lock_plan, SUMMARY_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ReportTurnNotFound(through, session_id);
+	current = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (seen > current)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("redactions does not belong to this session"),
+				errdetail("Got " INT64_FORMAT "; session \"%s\" is at " INT64_FORMAT ".",
+						  seen, text_to_cstring(session_id), current),
+				errhint("Pass the redactions value that convctx.turns_to_summarize() returned with the turns."));
+
+	/* P0002 when not in the session, 55000 for a tombstone */
+	turn_no = PromptTurnNo(tenant, session_id, through);
+
+	if (seen < current)
+	{
+		Oid			stale_types[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+		Datum		stale_values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+		Int64GetDatum(turn_no), Int64GetDatum(seen)};
+
+		SpiRunPlan(SpiKeptPlan(&summary_stale_plan, SUMMARY_STALE_SQL, 4, stale_types),
+				   stale_values, NULL, false, 1, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("summary predates a redaction of a turn it covers"),
+					errdetail("A turn up to %s of session \"%s\" was redacted after the turns to summarize were read (redactions " INT64_FORMAT ", now " INT64_FORMAT ").",
+							  UuidString(through), text_to_cstring(session_id), seen, current),
+					errhint("Call convctx.turns_to_summarize() again and summarize what it returns."));
+	}
+
 	if (SessionHasSummaryMark())
 		SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
 				   values, NULL, false, 0, SPI_OK_UPDATE);
@@ -394,34 +485,38 @@ convctx_set_summary(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-PG_FUNCTION_INFO_V1(convctx_turns_to_summarize);
+PG_FUNCTION_INFO_V1(convctx_turns_to_summarize_0_3);
 
 /*
- * turns_to_summarize(session_id, message_window) -> setof (turn_id,
- * created_at, question_neutral, answer_neutral)
+ * turns_to_summarize(session_id, message_window, max_turns) -> setof
+ * (turn_id, created_at, question_neutral, answer_neutral, redactions,
+ * previous_summary): at most max_turns turns, oldest first, so that a long
+ * unsummarized history is summarized in steps of bounded memory.
  */
 Datum
-convctx_turns_to_summarize(PG_FUNCTION_ARGS)
+convctx_turns_to_summarize_0_3(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	int32		window = ArgLimit(fcinfo, 1, "message_window");
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-	Datum		values[3];
+	int32		max_turns = ArgLimit(fcinfo, 2, "max_turns");
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		values[4];
 	uint64		i;
 
 	InitMaterializedSRF(fcinfo, 0);
 	values[0] = PointerGetDatum(CurrentTenant());
 	values[1] = PointerGetDatum(session_id);
 	values[2] = Int64GetDatum(window);
+	values[3] = Int64GetDatum(max_turns);
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&to_summarize_plan, TO_SUMMARIZE_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptPlan(&to_summarize_plan, TO_SUMMARIZE_SQL, 4, argtypes),
 			   values, NULL, true, 0, SPI_OK_SELECT);
 	for (i = 0; i < SPI_processed; i++)
 	{
-		Datum		row[4];
-		bool		nulls[4];
+		Datum		row[6];
+		bool		nulls[6];
 
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, row, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
@@ -429,6 +524,39 @@ convctx_turns_to_summarize(PG_FUNCTION_ARGS)
 	SPI_finish();
 
 	return (Datum) 0;
+}
+
+/*
+ * The entry points of set_summary and turns_to_summarize before 0.3.0,
+ * which the install script of 0.1.0 names: a summary without a redaction
+ * generation could carry redacted text, so they refuse until the
+ * extension is updated.
+ */
+static void
+ReportOldSummaryApi(const char *name)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			errmsg("convctx.%s of version 0.2.0 is no longer supported", name),
+			errhint("Run ALTER EXTENSION convctx UPDATE."));
+}
+
+PG_FUNCTION_INFO_V1(convctx_set_summary);
+
+Datum
+convctx_set_summary(PG_FUNCTION_ARGS)
+{
+	ReportOldSummaryApi("set_summary");
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(convctx_turns_to_summarize);
+
+Datum
+convctx_turns_to_summarize(PG_FUNCTION_ARGS)
+{
+	ReportOldSummaryApi("turns_to_summarize");
+	PG_RETURN_VOID();
 }
 
 /* True when a message's role is one the planner context shows. */

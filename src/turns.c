@@ -190,7 +190,8 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
-	" RETURNING t.turn_no, s.summary_through_turn_no"
+	" RETURNING t.turn_no, s.summary_through_turn_no," \
+	"           CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN t.metadata END"
 
 /*
  * The same on the tables of 0.1.0, whose session row has no summary mark:
@@ -211,7 +212,8 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	" RETURNING turn_no, (SELECT through_turn_no FROM convctx.session_summary" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2)"
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2)," \
+	"   CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN metadata END"
 
 /* A summary that covers a turn finalized after it was written covers its answer too. */
 #define SUMMARY_COUNT_ANSWER_SQL \
@@ -245,7 +247,8 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"        CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
 	"             ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
 	"        record_version OPERATOR(pg_catalog.+) 1" \
-	"   FROM old"
+	"   FROM old" \
+	" RETURNING CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN metadata END"
 
 /*
  * A fresh version 4 UUID. The random bytes come from pg_strong_random in
@@ -481,9 +484,9 @@ convctx_start_turn(PG_FUNCTION_ARGS)
 	text	   *question_translated = ArgOptionalText(fcinfo, 4, "question_translated");
 	bool		translate_chat = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
 	Jsonb	   *meta = ArgOptionalObject(fcinfo, 6, "meta");
-	text	   *pipeline_name = ArgOptionalText(fcinfo, 7, "pipeline_name");
-	text	   *consultant = ArgOptionalText(fcinfo, 8, "consultant");
-	text	   *repository = ArgOptionalText(fcinfo, 9, "repository");
+	text	   *pipeline_name = ArgOptionalLabel(fcinfo, 7, "pipeline_name");
+	text	   *consultant = ArgOptionalLabel(fcinfo, 8, "consultant");
+	text	   *repository = ArgOptionalLabel(fcinfo, 9, "repository");
 	bool		fallback = false;
 	Jsonb	   *metadata;
 	text	   *tenant = CurrentTenant();
@@ -730,7 +733,13 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 		int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 														  SPI_tuptable->tupdesc, 1, &isnull));
 		Datum		through = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		bool		unmerged;
 
+		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &unmerged);
+
+		/* The merge happened in the statement: its error rolls it back. */
+		if (!unmerged)
+			CheckMetadataSize(merged);
 		if (!isnull && turn_no <= DatumGetInt64(through))
 		{
 			Oid			summary_types[2] = {TEXTOID, TEXTOID};
@@ -789,9 +798,18 @@ convctx_replace_turn(PG_FUNCTION_ARGS)
 	/* Serialized with redaction, which must see every version it clears. */
 	(void) SessionLock(tenant, session_id);
 	plan = SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
+	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
 		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, true);
+	else
+	{
+		bool		unmerged;
+		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &unmerged);
+
+		/* The merge happened in the statement: its error rolls it back. */
+		if (!unmerged)
+			CheckMetadataSize(merged);
+	}
 	SPI_finish();
 
 	PG_RETURN_UUID_P(new_id);

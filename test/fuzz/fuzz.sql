@@ -66,8 +66,8 @@ INSERT INTO fuzz.spec VALUES
   ('convctx.schedule_retention(text)', '{schedule}', '{22004,22023,55000}'),
   ('convctx.unschedule_retention()', '{}', '{55000}'),
   ('convctx.conversation_state(text,integer)', '{sid,limit}', '{22004,22023,54000}'),
-  ('convctx.set_summary(text,text,uuid)', '{sid,content,turn}', '{22004,22023,54000,P0002,55000}'),
-  ('convctx.turns_to_summarize(text,integer)', '{sid,limit}', '{22004,22023,54000}'),
+  ('convctx.set_summary(text,text,uuid,bigint)', '{sid,content,turn,limit}', '{22004,22023,54000,P0002,55000}'),
+  ('convctx.turns_to_summarize(text,integer,integer)', '{sid,limit,limit}', '{22004,22023,54000}'),
   ('convctx.render_conversation_state(jsonb)', '{j:state}', '{22023}'),
   ('convctx.record_retrieval(text,uuid,jsonb,jsonb)',
    '{sid,turn,j:chunks,j:citations}', '{22004,22023,54000,P0002,55000}'),
@@ -579,6 +579,10 @@ BEGIN
         types := '{}';
         FOR k IN 1..r.pronargs LOOP
             ty := r.argtypes[k];
+            -- a bigint (set_summary's redaction generation) takes an integer slot
+            IF ty = 'bigint' THEN
+                ty := 'integer';
+            END IF;
             IF NOT next ? ty THEN
                 RAISE EXCEPTION 'fuzz: no parameter slot for type % of %', ty, r.sig;
             END IF;

@@ -87,7 +87,7 @@ BEGIN
                                           jsonb_build_object('id', 'c-' || k || '-' || greatest(n - 2, 1) || '-3')));
             PERFORM convctx.finalize_turn(s, t, memtest.txt('answer', k * 100 + n, 400));
             IF k % 4 = 0 AND n = 8 THEN
-                PERFORM convctx.set_summary(s, memtest.txt('summary', k, 300), t);
+                PERFORM convctx.set_summary(s, memtest.txt('summary', k, 300), t, 0);
             END IF;
         END LOOP;
         PERFORM convctx.context_add(s, memtest.node_ids(u, k, 30));

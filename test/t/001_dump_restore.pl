@@ -41,7 +41,7 @@ $node->safe_psql('src', q{
     SELECT convctx.record_clarification('s1', :'t2', '[{"id": "year", "question": "Which year?", "type": "text"}]', '{"detected_scope": "vat"}');
     SELECT convctx.finalize_turn('s1', :'t2', 'A2');
     SELECT convctx.replace_turn('s1', :'t2', 'A2 corrected');
-    SELECT convctx.set_summary('s1', 'about vat', :'t1');
+    SELECT convctx.set_summary('s1', 'about vat', :'t1', 0);
     SELECT convctx.start_turn('s1', 'r3', 'Q3 secret') AS t3 \gset
     SELECT convctx.link_session('user-1', 's1');
     RESET ROLE;
