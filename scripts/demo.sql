@@ -108,3 +108,15 @@ SELECT count(*) FROM convctx.turn;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set ON_ERROR_STOP 1
 RESET ROLE;
+
+\echo
+\echo '== 15. A role nobody bound acts for no tenant at all: refused, with the line that binds it'
+CREATE ROLE web_unbound NOLOGIN IN ROLE convctx_app;
+SET ROLE web_unbound;
+SET convctx.tenant = 'acme';
+\set ON_ERROR_STOP 0
+SELECT convctx.recent_turns_json('conv-42');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set ON_ERROR_STOP 1
+RESET convctx.tenant;
+RESET ROLE;
