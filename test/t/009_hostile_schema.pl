@@ -39,9 +39,22 @@ my $trap = q{
     CREATE AGGREGATE convctx.count(timestamptz) (SFUNC = convctx.tsfirst, STYPE = timestamptz, FINALFUNC = convctx.escalate);
 };
 
+# 0. Roles of the extension's names that exist already are reused only as
+#    plain group roles: one that can log in is refused, members are named.
+$node->safe_psql('postgres', 'CREATE ROLE convctx_app LOGIN');
+my ($rc, $out, $err) = $node->psql('app', 'CREATE EXTENSION convctx');
+isnt($rc, 0, 'CREATE EXTENSION refuses a pre-existing convctx_app that can log in');
+like($err, qr/role convctx_app exists already and has attributes LOGIN/, 'and says why');
+$node->safe_psql('postgres', 'ALTER ROLE convctx_app NOLOGIN; GRANT convctx_app TO mallory');
+($rc, $out, $err) = $node->psql('app', 'CREATE EXTENSION convctx; DROP EXTENSION convctx; DROP SCHEMA IF EXISTS convctx');
+is($rc, 0, 'a plain group role is reused');
+like($err, qr/WARNING:  role convctx_app exists already and has members: mallory/,
+     'with a warning that names its members');
+$node->safe_psql('postgres', 'REVOKE convctx_app FROM mallory');
+
 # 1. The schema exists before CREATE EXTENSION and belongs to mallory.
 $node->safe_psql('app', "SET ROLE mallory; CREATE SCHEMA convctx; $trap");
-my ($rc, $out, $err) = $node->psql('app', 'CREATE EXTENSION convctx');
+($rc, $out, $err) = $node->psql('app', 'CREATE EXTENSION convctx');
 isnt($rc, 0, 'CREATE EXTENSION refuses a schema convctx owned by another role');
 like($err, qr/schema convctx is owned by role mallory, not by the owner of extension convctx/,
      'and says whose it is');
