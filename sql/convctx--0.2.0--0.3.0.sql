@@ -297,7 +297,8 @@ COMMENT ON FUNCTION convctx.current_tenant() IS
 -- What administrators read. No role is granted the shared tables any more:
 -- with SELECT, row-level security hides other tenants' rows but not their
 -- planner estimates, ctids or sequence values. Administrators read through
--- these functions, which run as the extension's owner and return the rows of
+-- these functions (src/admin.c), which decide the tenant from the role that
+-- called them, read as the extension's owner and return the rows of
 -- the tenant the caller acts for (every tenant for superusers and roles bound
 -- to every tenant). The views over them plan as a Function Scan with a fixed
 -- row estimate, whatever the tables hold.
@@ -314,36 +315,9 @@ COMMENT ON FUNCTION convctx.admin_scope() IS
 CREATE FUNCTION convctx.admin_sessions(only_session text DEFAULT NULL)
 RETURNS TABLE (tenant text, session_id text, identity_id text, turns bigint, finalized bigint,
                redacted bigint, first_at timestamptz, last_at timestamptz, expires_at timestamptz)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 100
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT s.tenant_id::pg_catalog.text,
-       s.session_id::pg_catalog.text,
-       s.identity_id::pg_catalog.text,
-       COALESCE(t.turns, 0),
-       COALESCE(t.finalized, 0),
-       COALESCE(t.redacted, 0),
-       t.first_at,
-       s.last_activity_at,
-       CASE WHEN s.identity_id IS NULL
-            THEN s.last_activity_at OPERATOR(pg_catalog.+) r.session_ttl END
-FROM (SELECT convctx.admin_scope() AS tenant) scope
-JOIN convctx.session s
-  ON (scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant)
- AND ($1 IS NULL OR s.session_id OPERATOR(pg_catalog.=) $1)
-LEFT JOIN LATERAL (
-    SELECT pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL) AS turns,
-           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL
-                                         AND u.finalized_at IS NOT NULL
-                                         AND u.deleted_at IS NULL) AS finalized,
-           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL
-                                         AND u.deleted_at IS NOT NULL) AS redacted,
-           pg_catalog.min(u.created_at) AS first_at
-    FROM convctx.turn u
-    WHERE u.tenant_id OPERATOR(pg_catalog.=) s.tenant_id
-      AND u.session_id OPERATOR(pg_catalog.=) s.session_id) t ON true
-CROSS JOIN convctx.retention_settings() r
-$$;
+AS 'MODULE_PATHNAME', 'convctx_admin_sessions'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 100
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.admin_sessions(text) IS
     'sessions of the tenant the caller acts for (every tenant for superusers and roles bound to every tenant), or only the one named: identity, turns (current versions), finalized and redacted ones, first and last activity, expiry of anonymous sessions';
@@ -352,62 +326,9 @@ CREATE FUNCTION convctx.admin_stats()
 RETURNS TABLE (tenant text, sessions bigint, anonymous_sessions bigint, linked_sessions bigint,
                turns bigint, old_versions bigint, tombstones bigint, contexts bigint,
                table_bytes numeric, index_bytes numeric)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-WITH scope AS (SELECT convctx.admin_scope() AS tenant),
-tenants AS (
-    SELECT s.tenant_id FROM convctx.session s, scope
-    WHERE scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-    UNION
-    SELECT c.tenant_id FROM convctx.conversation_context c, scope
-    WHERE scope.tenant IS NULL OR c.tenant_id OPERATOR(pg_catalog.=) scope.tenant),
-sessions AS (
-    SELECT s.tenant_id, pg_catalog.count(*) AS sessions,
-           pg_catalog.count(*) FILTER (WHERE s.identity_id IS NULL) AS anonymous_sessions,
-           pg_catalog.count(*) FILTER (WHERE s.identity_id IS NOT NULL) AS linked_sessions
-    FROM convctx.session s, scope
-    WHERE scope.tenant IS NULL OR s.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-    GROUP BY s.tenant_id),
-turns AS (
-    SELECT u.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NULL) AS turns,
-           pg_catalog.count(*) FILTER (WHERE u.replaced_by_turn_id IS NOT NULL) AS old_versions,
-           pg_catalog.count(*) FILTER (WHERE u.deleted_at IS NOT NULL
-                                         AND u.replaced_by_turn_id IS NULL) AS tombstones
-    FROM convctx.turn u, scope
-    WHERE scope.tenant IS NULL OR u.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-    GROUP BY u.tenant_id),
-contexts AS (
-    SELECT c.tenant_id, pg_catalog.count(*) AS contexts
-    FROM convctx.conversation_context c, scope
-    WHERE scope.tenant IS NULL OR c.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-    GROUP BY c.tenant_id),
--- the sizes are of every tenant's rows together: only for callers that see
--- every tenant
-sizes AS (
-    SELECT pg_catalog.sum(pg_catalog.pg_table_size(c.oid)) AS table_bytes,
-           pg_catalog.sum(pg_catalog.pg_indexes_size(c.oid)) AS index_bytes
-    FROM pg_catalog.pg_class c, scope
-    WHERE scope.tenant IS NULL
-      AND c.relnamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
-      AND c.relkind OPERATOR(pg_catalog.=) 'r')
-SELECT t.tenant_id::pg_catalog.text,
-       COALESCE(s.sessions, 0),
-       COALESCE(s.anonymous_sessions, 0),
-       COALESCE(s.linked_sessions, 0),
-       COALESCE(u.turns, 0),
-       COALESCE(u.old_versions, 0),
-       COALESCE(u.tombstones, 0),
-       COALESCE(c.contexts, 0),
-       z.table_bytes,
-       z.index_bytes
-FROM tenants t
-LEFT JOIN sessions s ON s.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
-LEFT JOIN turns u ON u.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
-LEFT JOIN contexts c ON c.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
-CROSS JOIN sizes z
-$$;
+AS 'MODULE_PATHNAME', 'convctx_admin_stats'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 10
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.admin_stats() IS
     'per tenant the caller acts for (every tenant for superusers and roles bound to every tenant): sessions (anonymous, linked), turns, old versions, tombstones, contexts; table_bytes and index_bytes (all convctx tables together) only for callers that see every tenant, else NULL';
@@ -415,16 +336,9 @@ COMMENT ON FUNCTION convctx.admin_stats() IS
 CREATE FUNCTION convctx.admin_audit()
 RETURNS TABLE (tenant_id text, logged_at timestamptz, role_name text, acting_role text,
                action text, session_id text, identity_id text, details jsonb)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 100
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT a.tenant_id::pg_catalog.text, a.logged_at, a.role_name, a.acting_role, a.action,
-       a.session_id, a.identity_id::pg_catalog.text, a.details
-FROM (SELECT convctx.admin_scope() AS tenant) scope
-JOIN convctx.audit_log a
-  ON scope.tenant IS NULL OR a.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-ORDER BY a.logged_at, a.audit_id
-$$;
+AS 'MODULE_PATHNAME', 'convctx_admin_audit'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 100
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.admin_audit() IS
     'the audit log of the tenant the caller acts for (every tenant for superusers and roles bound to every tenant), oldest first; without audit_id, whose sequence counts every tenant''s events';
@@ -436,19 +350,9 @@ RETURNS TABLE (turn_no bigint, record_version integer, turn_id uuid, request_id 
                consultant text, repository text, translate_chat boolean,
                question_neutral text, answer_neutral text, question_translated text,
                answer_translated text, answer_translated_is_fallback boolean, metadata jsonb)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 20
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT t.turn_no, t.record_version, t.turn_id, t.request_id::pg_catalog.text,
-       t.identity_id::pg_catalog.text, t.created_at, t.finalized_at, t.deleted_at,
-       t.replaced_by_turn_id, t.pipeline_name, t.consultant, t.repository, t.translate_chat,
-       t.question_neutral, t.answer_neutral, t.question_translated, t.answer_translated,
-       t.answer_translated_is_fallback, t.metadata
-FROM convctx.turn t
-WHERE t.tenant_id OPERATOR(pg_catalog.=) convctx.current_tenant()
-  AND t.session_id OPERATOR(pg_catalog.=) $1
-ORDER BY t.turn_no, t.record_version
-$$;
+AS 'MODULE_PATHNAME', 'convctx_admin_session_turns'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 20
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.admin_session_turns(text) IS
     'support read of a session of the tenant the caller acts for (convctx.current_tenant()): every turn with its old versions and tombstones, in order';
@@ -456,31 +360,18 @@ COMMENT ON FUNCTION convctx.admin_session_turns(text) IS
 CREATE FUNCTION convctx.bindings()
 RETURNS TABLE (role_name text, tenant_id text, all_tenants boolean, role_exists boolean,
                bound_at timestamptz)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT b.role_name::pg_catalog.text, b.tenant_id::pg_catalog.text, b.tenant_id IS NULL,
-       EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) b.role_name),
-       b.bound_at
-FROM (SELECT convctx.admin_scope() AS tenant) scope
-JOIN convctx.role_tenant b
-  ON scope.tenant IS NULL OR b.tenant_id OPERATOR(pg_catalog.=) scope.tenant
-ORDER BY b.role_name
-$$;
+AS 'MODULE_PATHNAME', 'convctx_bindings'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 10
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.bindings() IS
     'the role bindings (of the caller''s tenant; every binding for superusers and roles bound to every tenant), whether their role exists';
 
 CREATE FUNCTION convctx.unresolved_bindings()
 RETURNS TABLE (role_name text, tenant_id text, bound_at timestamptz)
-LANGUAGE sql STABLE PARALLEL RESTRICTED ROWS 10
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT b.role_name, b.tenant_id, b.bound_at
-FROM convctx.bindings() b
-WHERE NOT b.role_exists
-ORDER BY b.role_name
-$$;
+AS 'MODULE_PATHNAME', 'convctx_unresolved_bindings'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 10
+SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.unresolved_bindings() IS
     'bindings whose role does not exist in this cluster (dropped, renamed, or missing where a dump was restored or a binding replicated): they bind nobody until the role exists under that name or the binding is removed';
@@ -607,7 +498,7 @@ COMMENT ON FUNCTION convctx.render_clarification(jsonb, text) IS
 
 
 ------------------------------------------------------------------------------
--- search_path of the SECURITY DEFINER functions
+-- search_path and identity of the functions
 ------------------------------------------------------------------------------
 
 -- Every SECURITY DEFINER function runs with search_path = pg_catalog,
@@ -629,6 +520,26 @@ BEGIN
     END LOOP;
 END
 $pin$;
+
+-- No C function is SECURITY DEFINER: such a function cannot tell who called
+-- it (inside a role's own SECURITY DEFINER function, or an index expression
+-- that a superuser's ANALYZE runs as the table's owner, the caller would
+-- look like the superuser and act for every tenant). Each decides the
+-- tenant from the role that really called it and switches to the
+-- extension's owner in C for the statements it runs (src/spi_util.c,
+-- ActAsOwner), as SECURITY DEFINER did.
+DO $invoker$
+DECLARE
+    f pg_catalog.regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
+                AND p.prosecdef ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', f);
+    END LOOP;
+END
+$invoker$;
 
 COMMENT ON FUNCTION convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text) IS
     'start the turn of a chat request; idempotent on (session_id, request_id): a repeat returns the same turn_id and changes nothing';

@@ -72,12 +72,22 @@ SELECT p.oid::regprocedure AS routine, p.prokind AS kind, p.prosecdef AS securit
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace
 ORDER BY executable_by, security_definer, p.oid::regprocedure::text;
--- every SECURITY DEFINER routine pins exactly search_path = pg_catalog, pg_temp in its
--- definition: schema convctx is not on it, so nothing created there is found by name
-SELECT p.oid::regprocedure AS definer_without_pinned_search_path, p.proconfig
+-- no routine is SECURITY DEFINER (the C functions decide the tenant from the role that
+-- called them, then act as the owner in C); every routine with a setting pins exactly
+-- search_path = pg_catalog, pg_temp, without schema convctx, so nothing created there is
+-- found by name; those without are listed: they read no table themselves
+SELECT p.oid::regprocedure AS security_definer_routine
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace AND p.prosecdef
+ORDER BY 1;
+SELECT p.oid::regprocedure AS routine_with_another_setting, p.proconfig
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace AND p.proconfig IS NOT NULL
   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']
+ORDER BY 1;
+SELECT p.oid::regprocedure AS routine_without_pinned_search_path
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'convctx'::regnamespace AND p.proconfig IS NULL
 ORDER BY 1;
 -- the schema: USAGE for the two roles and the audit writer only
 SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
@@ -272,10 +282,10 @@ SELECT convctx.context_load('s1'), convctx.context_load('sx');
 SELECT e ->> 'section' AS section, e -> 'chunk' ->> 'text' AS chunk_text
 FROM jsonb_array_elements(convctx.context_history('s1', 5)) e;
 RESET ROLE;
--- recent_turns reads the turn table's index directly because it runs as the table's
--- owner. The same C function declared SECURITY INVOKER runs its SQL query instead, so
--- the caller's privileges apply exactly as in SQL: refused for the app role and for the
--- admin role alike (neither may read the table).
+-- No function of convctx is SECURITY DEFINER: each decides the tenant from the role that
+-- called it and switches to the extension's owner in C for the tables. So another
+-- declaration of the same C function (only a superuser can make one) gives exactly
+-- what convctx.recent_turns gives: the caller's own tenant, nothing more.
 CREATE FUNCTION pg_temp.recent_turns_as_caller(session_id text, turn_limit integer)
 RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_at timestamptz,
                question_neutral text, answer_neutral text, question_translated text,
@@ -283,6 +293,10 @@ RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_
 LANGUAGE c AS '$libdir/convctx', 'convctx_recent_turns';
 SET ROLE tenant_a_app;
 SELECT pg_temp.try($$SELECT * FROM pg_temp.recent_turns_as_caller('s1', 10)$$);
+SELECT (SELECT jsonb_agg(r) FROM pg_temp.recent_turns_as_caller('s1', 10) r)
+     = (SELECT jsonb_agg(r) FROM convctx.recent_turns('s1', 10) r) AS same_as_recent_turns,
+       (SELECT count(*) FROM pg_temp.recent_turns_as_caller('s1', 10) r
+         WHERE r.question_neutral NOT LIKE 'A:%') AS rows_of_another_tenant;
 RESET ROLE;
 SET ROLE tenant_a_admin;
 SELECT pg_temp.try($$SELECT * FROM pg_temp.recent_turns_as_caller('s1', 10)$$);

@@ -41,15 +41,15 @@ static SPIPlanPtr audit_plan = NULL;
 
 /*
  * Who caused the event: the session user (the login role, which SET ROLE
- * does not change), and the role it acted as when that is another one.
- * Inside a SECURITY DEFINER function the outer role counts, not the
- * function's owner.
+ * does not change), and the role that called convctx when that is another
+ * one (SET ROLE, or the owner of a SECURITY DEFINER function or of a table
+ * whose maintenance ran the call).
  */
 static void
 AuditWho(char **role_name, char **acting_role)
 {
 	Oid			session = GetSessionUserId();
-	Oid			outer = GetOuterUserId();
+	Oid			outer = ConvctxInvoker();
 
 	*role_name = GetUserNameFromId(session, false);
 	*acting_role = outer == session ? NULL : GetUserNameFromId(outer, false);

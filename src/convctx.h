@@ -183,4 +183,15 @@ extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int64 SpiFirstInt8(void);
 extern Oid	ConvctxNamespace(void);
 
+/* Acting as the extension's owner for the tables (spi_util.c) */
+typedef struct OwnerSwitch
+{
+	Oid			user;
+	int			sec_context;
+	int			depth;
+} OwnerSwitch;
+extern void ActAsOwner(OwnerSwitch *sw);
+extern void ActAsCaller(OwnerSwitch *sw);
+extern Oid	ConvctxInvoker(void);
+
 #endif							/* CONVCTX_H */

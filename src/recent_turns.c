@@ -480,21 +480,16 @@ RecentTurnsBySql(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 }
 
 /*
- * The last `limit` finalized, live, current-version turns of a session of
- * the current tenant, newest first.
+ * RecentTurnsRead's work, as the extension's owner: the direct read when
+ * nothing but the owner's rights apply, else the SQL query.
  */
 static void
-RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
+RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 {
-	text	   *tenant = CurrentTenant();
 	Relation	rel;
 	Relation	index;
 	Relation	srel;
 	Relation	sindex;
-
-	rt->count = 0;
-	rt->values = NULL;
-	rt->nulls = NULL;
 
 	/* Open by the cached OIDs; a lock may bring an invalidation: redo. */
 	for (;;)
@@ -533,6 +528,32 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	index_close(index, NoLock);
 	table_close(srel, NoLock);
 	table_close(rel, NoLock);
+}
+
+/*
+ * The last `limit` finalized, live, current-version turns of a session of
+ * the current tenant, newest first.
+ */
+static void
+RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
+{
+	text	   *tenant = CurrentTenant();
+	OwnerSwitch sw;
+
+	rt->count = 0;
+	rt->values = NULL;
+	rt->nulls = NULL;
+
+	ActAsOwner(&sw);
+	PG_TRY();
+	{
+		RecentTurnsReadTables(tenant, session_id, limit, rt);
+	}
+	PG_FINALLY();
+	{
+		ActAsCaller(&sw);
+	}
+	PG_END_TRY();
 }
 
 PG_FUNCTION_INFO_V1(convctx_recent_turns);

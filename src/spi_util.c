@@ -48,6 +48,7 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "miscadmin.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -56,6 +57,15 @@
 
 static bool catalog_checked = false;
 static void CatalogCheck(void);
+
+/*
+ * The extension's owner, as whom every statement on the tables runs
+ * (CatalogCheck); while one runs, owner_depth > 0 and owner_invoker is the
+ * role that called into convctx.
+ */
+static Oid	convctx_owner = InvalidOid;
+static int	owner_depth = 0;
+static Oid	owner_invoker = InvalidOid;
 
 /*
  * Return the plan cached in *cache, preparing and keeping it on first use.
@@ -177,6 +187,7 @@ CatalogCheck(void)
 										   RelationGetDescr(rel), &isnull);
 
 		ext_namespace = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		convctx_owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
 		ext_version = isnull ? pstrdup("") : TextDatumGetCString(version);
 	}
 	systable_endscan(scan);
@@ -202,6 +213,49 @@ CatalogCheck(void)
 				errhint("Rename the schemas back; convctx's statements name schema convctx."));
 	convctx_namespace = ext_namespace;
 	catalog_checked = true;
+}
+
+/*
+ * Act as the extension's owner, for statements on the tables and direct
+ * reads of them. The functions of convctx are not SECURITY DEFINER: a
+ * SECURITY DEFINER function cannot tell who called it (a role's own
+ * SECURITY DEFINER function, or an index expression run as the table's
+ * owner by a superuser's ANALYZE, would look like the superuser), so each
+ * function decides the tenant from the role that really called it
+ * (ConvctxInvoker) and then switches to the owner here, the way
+ * SECURITY DEFINER would, with SECURITY_LOCAL_USERID_CHANGE so that
+ * nothing run meanwhile can SET ROLE. ActAsCaller switches back; an error
+ * in between must reach it through PG_FINALLY (an aborted transaction
+ * restores the user as well).
+ */
+void
+ActAsOwner(OwnerSwitch *sw)
+{
+	if (!catalog_checked)
+		CatalogCheck();
+	GetUserIdAndSecContext(&sw->user, &sw->sec_context);
+	sw->depth = owner_depth;
+	if (owner_depth == 0)
+		owner_invoker = sw->user;
+	owner_depth++;
+	SetUserIdAndSecContext(convctx_owner, sw->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+ActAsCaller(OwnerSwitch *sw)
+{
+	SetUserIdAndSecContext(sw->user, sw->sec_context);
+	owner_depth = sw->depth;
+}
+
+/*
+ * The role that called into convctx: the current user, or while a
+ * statement runs as the owner, the user it was run for.
+ */
+Oid
+ConvctxInvoker(void)
+{
+	return owner_depth > 0 ? owner_invoker : GetUserId();
 }
 
 /*
@@ -239,10 +293,10 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	   long count, int expected_rc, bool keyed)
 {
 	const char *outer = keyed_query;
-	int			rc;
+	volatile int rc = 0;
+	OwnerSwitch sw;
 
-	if (!catalog_checked)
-		CatalogCheck();
+	ActAsOwner(&sw);
 	keyed_query = keyed ? PlanQueryString(plan) : NULL;
 	PG_TRY();
 	{
@@ -251,6 +305,7 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	PG_FINALLY();
 	{
 		keyed_query = outer;
+		ActAsCaller(&sw);
 	}
 	PG_END_TRY();
 

@@ -355,7 +355,7 @@ const char *
 BoundTenant(void)
 {
 	Oid			session_user = GetSessionUserId();
-	Oid			outer_user = GetOuterUserId();
+	Oid			outer_user = ConvctxInvoker();
 
 	if (!binding_seen_in_xact && IsTransactionState())
 	{
@@ -418,7 +418,7 @@ CurrentTenant(void)
 char *
 CallerRoleName(void)
 {
-	return GetUserNameFromId(GetOuterUserId(), false);
+	return GetUserNameFromId(ConvctxInvoker(), false);
 }
 
 PG_FUNCTION_INFO_V1(convctx_current_tenant);

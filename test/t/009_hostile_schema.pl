@@ -161,5 +161,59 @@ $node->safe_psql('app', q{REINDEX INDEX convctx.turn_chronology});
 is($node->safe_psql('app', q{SELECT string_agg(question_neutral, ',') FROM convctx.recent_turns('h', 10)}),
    'q1,q2,q3,q4,q5,q6', 'and the same once the index is rebuilt');
 
+# 9. Code of a tenant's administrator that a superuser's session runs: a
+#    SECURITY DEFINER function it owns, and an index expression on its
+#    table, which ANALYZE and REINDEX evaluate as the table's owner. The
+#    session is the superuser's, but convctx decides the tenant from the
+#    role that called it: the administrator stays in its tenant.
+$node->safe_psql('app', q{
+    SET convctx.tenant = 'b';
+    SELECT convctx.finalize_turn('secret-b', convctx.start_turn('secret-b', 'r1', 'secret of b'), 'b');
+    RESET convctx.tenant;
+    CREATE SCHEMA loot AUTHORIZATION admin_a;
+});
+$node->safe_psql('app', q{
+    SET ROLE admin_a;
+    CREATE TABLE loot.found (what text);
+    CREATE FUNCTION loot.grab_v(x integer) RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+    BEGIN
+        BEGIN
+            PERFORM convctx.bind_role_all_tenants('admin_a');
+            INSERT INTO loot.found VALUES ('bound to every tenant');
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO loot.found VALUES ('bind refused: ' || SQLSTATE);
+        END;
+        BEGIN
+            PERFORM set_config('convctx.tenant', 'b', true);
+            INSERT INTO loot.found SELECT 'read ' || session_id FROM convctx.admin_sessions();
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO loot.found VALUES ('read refused: ' || SQLSTATE);
+        END;
+        RETURN x;
+    END $$;
+    -- an index expression must be immutable: it says so, and calls the real work
+    CREATE FUNCTION loot.grab(x integer) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+    BEGIN RETURN loot.grab_v(x); END $$;
+    CREATE FUNCTION loot.trojan() RETURNS integer LANGUAGE sql SECURITY DEFINER
+        AS 'SELECT loot.grab(1)';
+    CREATE TABLE loot.t (x integer);
+    INSERT INTO loot.t SELECT generate_series(1, 10);
+    CREATE INDEX ON loot.t (loot.grab(x));
+    TRUNCATE loot.found;
+});
+$node->safe_psql('app', 'SELECT loot.trojan()');
+is($node->safe_psql('app', q{SELECT string_agg(DISTINCT what, ', ' ORDER BY what) FROM loot.found}),
+   'bind refused: 42501, read refused: 42501',
+   "a superuser calling the administrator's SECURITY DEFINER function gives it nothing: no binding, no other tenant");
+$node->safe_psql('app', 'TRUNCATE loot.found; ANALYZE loot.t; REINDEX TABLE loot.t');
+is($node->safe_psql('app', q{SELECT string_agg(DISTINCT what, ', ' ORDER BY what) FROM loot.found}),
+   'bind refused: 42501, read refused: 42501',
+   "nor does a superuser's ANALYZE or REINDEX evaluating its index expression");
+is($node->safe_psql('app', q{
+    SELECT string_agg(role_name || ':' || coalesce(tenant_id, '*'), ',') FROM convctx.bindings()}),
+   'admin_a:a', 'the administrator is still bound to its tenant only');
+is($node->safe_psql('app', q{SELECT count(*) FROM convctx.audit WHERE action = 'bind_role_all_tenants'}),
+   '0', 'and no binding was audited');
+
 $node->stop;
 done_testing();
