@@ -11,39 +11,7 @@
 ------------------------------------------------------------------------------
 
 DO $roles$
-DECLARE
-    r record;
 BEGIN
-    -- A role of that name that exists already is reused: it must be a plain
-    -- group role, or the extension would hand its privileges to a role that
-    -- can log in or do more than the extension expects.
-    FOR r IN SELECT a.rolname,
-                    pg_catalog.array_to_string(pg_catalog.array_remove(ARRAY[
-                        CASE WHEN a.rolsuper THEN 'SUPERUSER' END,
-                        CASE WHEN a.rolcanlogin THEN 'LOGIN' END,
-                        CASE WHEN a.rolcreaterole THEN 'CREATEROLE' END,
-                        CASE WHEN a.rolcreatedb THEN 'CREATEDB' END,
-                        CASE WHEN a.rolreplication THEN 'REPLICATION' END,
-                        CASE WHEN a.rolbypassrls THEN 'BYPASSRLS' END], NULL), ' ') AS attrs,
-                    (SELECT pg_catalog.string_agg(m.member::pg_catalog.regrole::pg_catalog.text, ', ')
-                       FROM pg_catalog.pg_auth_members m
-                      WHERE m.roleid OPERATOR(pg_catalog.=) a.oid
-                        AND m.member::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.<>) 'convctx_admin') AS members
-               FROM pg_catalog.pg_roles a
-              WHERE a.rolname OPERATOR(pg_catalog.=) ANY ('{convctx_app,convctx_admin}'::pg_catalog.text[])
-    LOOP
-        IF r.attrs OPERATOR(pg_catalog.<>) '' THEN
-            RAISE EXCEPTION 'role % exists already and has attributes %', r.rolname, r.attrs
-                USING ERRCODE = 'insufficient_privilege',
-                      DETAIL = 'convctx reuses an existing role of that name; it must be a NOLOGIN group role without special attributes.',
-                      HINT = pg_catalog.format('ALTER ROLE %I NOSUPERUSER NOLOGIN NOCREATEROLE NOCREATEDB NOREPLICATION NOBYPASSRLS, or drop it, and try again.', r.rolname);
-        END IF;
-        IF r.members IS NOT NULL THEN
-            RAISE WARNING 'role % exists already and has members: %', r.rolname, r.members
-                USING DETAIL = 'They receive every privilege convctx grants to the role.';
-        END IF;
-    END LOOP;
-
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'convctx_app') THEN
         CREATE ROLE convctx_app NOLOGIN;
         COMMENT ON ROLE convctx_app IS

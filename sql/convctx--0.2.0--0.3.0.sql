@@ -108,6 +108,69 @@ $guard$;
 
 
 ------------------------------------------------------------------------------
+-- The roles convctx_app and convctx_admin
+--
+-- A role of one of these names that existed before convctx was installed
+-- is reused (roles belong to the cluster): it must be a plain group role,
+-- or the extension would hand its privileges to a role that can log in, do
+-- more than the extension expects, or read what a role it belongs to may
+-- read (pg_read_all_data would give administrators the tables). Checked on
+-- every install and update; members found at install are named.
+------------------------------------------------------------------------------
+
+DO $roles$
+DECLARE
+    r record;
+    creating boolean;
+BEGIN
+    -- CREATE EXTENSION, not an update: a function of 0.1.0 that no script
+    -- changes was made by this transaction
+    SELECT p.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id())
+      INTO creating FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) 'convctx.context_merge(pg_catalog.jsonb, pg_catalog.text[], pg_catalog.int4)'::pg_catalog.regprocedure;
+    FOR r IN SELECT a.rolname,
+                    a.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id()) AS made_now,
+                    pg_catalog.array_to_string(pg_catalog.array_remove(ARRAY[
+                        CASE WHEN a.rolsuper THEN 'SUPERUSER' END,
+                        CASE WHEN a.rolcanlogin THEN 'LOGIN' END,
+                        CASE WHEN a.rolcreaterole THEN 'CREATEROLE' END,
+                        CASE WHEN a.rolcreatedb THEN 'CREATEDB' END,
+                        CASE WHEN a.rolreplication THEN 'REPLICATION' END,
+                        CASE WHEN a.rolbypassrls THEN 'BYPASSRLS' END], NULL), ' ') AS attrs,
+                    (SELECT pg_catalog.string_agg(m.roleid::pg_catalog.regrole::pg_catalog.text, ', ')
+                       FROM pg_catalog.pg_auth_members m
+                      WHERE m.member OPERATOR(pg_catalog.=) a.oid
+                        AND m.roleid::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.<>) 'convctx_app') AS member_of,
+                    (SELECT pg_catalog.string_agg(m.member::pg_catalog.regrole::pg_catalog.text, ', ')
+                       FROM pg_catalog.pg_auth_members m
+                      WHERE m.roleid OPERATOR(pg_catalog.=) a.oid
+                        AND m.member::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.<>) 'convctx_admin') AS members
+               FROM pg_catalog.pg_authid a
+              WHERE a.rolname OPERATOR(pg_catalog.=) ANY ('{convctx_app,convctx_admin}'::pg_catalog.text[])
+    LOOP
+        IF r.attrs OPERATOR(pg_catalog.<>) '' THEN
+            RAISE EXCEPTION 'role % exists already and has attributes %', r.rolname, r.attrs
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'convctx reuses an existing role of that name; it must be a NOLOGIN group role without special attributes.',
+                      HINT = pg_catalog.format('ALTER ROLE %I NOSUPERUSER NOLOGIN NOCREATEROLE NOCREATEDB NOREPLICATION NOBYPASSRLS, or drop it, and try again.', r.rolname);
+        END IF;
+        IF r.member_of IS NOT NULL THEN
+            RAISE EXCEPTION 'role % is a member of %', r.rolname, r.member_of
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'Every role granted convctx''s roles would receive the privileges of those roles too.',
+                      HINT = pg_catalog.format('REVOKE those roles FROM %I, and try again.', r.rolname);
+        END IF;
+        IF creating AND NOT r.made_now AND r.members IS NOT NULL THEN
+            RAISE WARNING 'role % exists already and has members: %', r.rolname, r.members
+                USING DETAIL = 'They receive every privilege convctx grants to the role.';
+        END IF;
+    END LOOP;
+END
+$roles$;
+
+
+
+------------------------------------------------------------------------------
 -- Audit trail: who acted, scheduling and refusals without a superuser
 ------------------------------------------------------------------------------
 

@@ -399,3 +399,12 @@ SELECT pg_stat_get_xact_numscans('convctx.session'::regclass) - :seqscans AS ses
 COMMIT;
 -- the caller's setting is untouched
 SHOW enable_seqscan;
+
+-- the secret keys come only from postgresql.conf, ALTER SYSTEM or a superuser's SET:
+-- a key stored for a role, a database or a function is readable by every role
+CREATE ROLE regress_key_holder;
+ALTER ROLE regress_key_holder SET convctx.ip_hash_key = 'leaked';
+ALTER ROLE regress_key_holder SET convctx.identity_hash_key = 'leaked';
+CREATE FUNCTION pg_temp.keyed() RETURNS int LANGUAGE sql SET convctx.ip_hash_salt = 'leaked' AS 'SELECT 1';
+SELECT count(*) AS stored_keys FROM pg_db_role_setting WHERE array_to_string(setconfig, ',') LIKE '%leaked%';
+DROP ROLE regress_key_holder;

@@ -54,6 +54,30 @@ check_metadata_allowlist(char **newval, void **extra, GucSource source)
 	return ok;
 }
 
+/*
+ * The secret keys may come from postgresql.conf, ALTER SYSTEM, the server's
+ * command line or a superuser's SET, never from ALTER DATABASE / ALTER ROLE
+ * ... SET or a function's SET clause: those are stored in catalogs every
+ * role can read (pg_db_role_setting, pg_proc.proconfig), and a session
+ * sees such a value before this library is loaded. Refused there, the key
+ * is not used: ip addresses are dropped, erased identities become
+ * 'erased'.
+ */
+static bool
+check_secret_key(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && (*newval)[0] != '\0' &&
+		(source == PGC_S_TEST || source == PGC_S_DATABASE || source == PGC_S_USER ||
+		 source == PGC_S_DATABASE_USER))
+	{
+		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
+		GUC_check_errdetail("A key set for a database, a role or a function is readable by every role.");
+		GUC_check_errhint("Set it in postgresql.conf or with ALTER SYSTEM.");
+		return false;
+	}
+	return true;
+}
+
 void		_PG_init(void);
 
 /*
@@ -122,7 +146,7 @@ _PG_init(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, NULL, NULL);
+							   check_secret_key, NULL, NULL);
 
 	DefineCustomStringVariable("convctx.ip_hash_salt",
 							   "Deprecated: used as convctx.ip_hash_key when that is empty.",
@@ -131,7 +155,7 @@ _PG_init(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, NULL, NULL);
+							   check_secret_key, NULL, NULL);
 
 	DefineCustomStringVariable("convctx.identity_hash_key",
 							   "Secret key of the HMAC-SHA256 that stands in for an erased identity.",
@@ -140,7 +164,7 @@ _PG_init(void)
 							   "",
 							   PGC_SUSET,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, NULL, NULL);
+							   check_secret_key, NULL, NULL);
 
 	DefineCustomIntVariable("convctx.session_ttl",
 							"Inactivity after which purge deletes an anonymous session, its turns and its context.",

@@ -754,9 +754,8 @@ convctx_purge(PG_FUNCTION_ARGS)
 }
 
 /*
- * One pass, through convctx.purge: purge_all cannot be SECURITY DEFINER
- * (such a procedure may not commit), so it runs as its caller, who may
- * not write the tables, and leaves the writing to the function.
+ * One pass, through convctx.purge, which decides the tenant (from the role
+ * that called purge_all) and writes the audit rows of the pass.
  */
 #define PURGE_PASS_SQL \
 	"SELECT (r OPERATOR(pg_catalog.->>) 'anonymous_sessions')::pg_catalog.int8," \

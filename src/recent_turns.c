@@ -19,11 +19,12 @@
  * turn_limit turns, each further one (when open, redacted or replaced
  * turns took places) four times wider.
  *
- * The direct read is what the SQL query would return only when neither
- * privileges nor row-level security change anything for the caller, which
- * holds for the extension's SECURITY DEFINER functions (they run as the
- * tables' owner). For any other caller, the same query runs through SPI,
- * so permissions and policies apply exactly as in SQL.
+ * The read runs as the tables' owner (ActAsOwner), once the caller's
+ * tenant is decided. The direct read is what the SQL query would return
+ * only when neither privileges nor row-level security change anything for
+ * the owner, which holds unless someone forced row-level security on the
+ * tables; otherwise the same query runs through SPI, so permissions and
+ * policies apply exactly as in SQL.
  *
  * Copyright (c) 2026, the convctx authors
  *

@@ -51,6 +51,11 @@ is($rc, 0, 'a plain group role is reused');
 like($err, qr/WARNING:  role convctx_app exists already and has members: mallory/,
      'with a warning that names its members');
 $node->safe_psql('postgres', 'REVOKE convctx_app FROM mallory');
+$node->safe_psql('postgres', 'DROP ROLE convctx_admin; CREATE ROLE convctx_admin IN ROLE pg_read_all_data');
+($rc, $out, $err) = $node->psql('app', 'CREATE EXTENSION convctx');
+isnt($rc, 0, 'CREATE EXTENSION refuses a pre-existing convctx_admin that is a member of pg_read_all_data');
+like($err, qr/role convctx_admin is a member of pg_read_all_data/, 'and says why');
+$node->safe_psql('postgres', 'DROP ROLE convctx_admin');
 
 # 1. The schema exists before CREATE EXTENSION and belongs to mallory.
 $node->safe_psql('app', "SET ROLE mallory; CREATE SCHEMA convctx; $trap");
