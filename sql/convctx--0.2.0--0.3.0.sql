@@ -564,13 +564,22 @@ COMMENT ON FUNCTION convctx.render_clarification(jsonb, text) IS
 -- search_path and identity of the functions
 ------------------------------------------------------------------------------
 
--- Every SECURITY DEFINER function runs with search_path = pg_catalog,
--- pg_temp, set in its definition (visible in \df+). Schema convctx is not
+-- Every function that was SECURITY DEFINER, which is every function that
+-- touches a table, runs with search_path = pg_catalog, pg_temp, set in its
+-- definition (visible in \df+). Schema convctx is not
 -- on it: the statements name it, and nothing created in it by name can be
 -- picked up. start_turn, finalize_turn, recent_turns and recent_turns_json
 -- used to pin the path in C with an override that later PostgreSQL
 -- versions no longer have; they now use SET like the others. Functions
 -- created above by this script are covered too.
+--
+-- No function is SECURITY DEFINER any more: such a function cannot tell
+-- who called it (inside a role's own SECURITY DEFINER function, or an
+-- index expression that a superuser's ANALYZE runs as the table's owner,
+-- the caller would look like the superuser and act for every tenant).
+-- Each decides the tenant from the role that really called it and
+-- switches to the extension's owner in C for the statements it runs
+-- (src/spi_util.c, ActAsOwner), as SECURITY DEFINER did.
 DO $pin$
 DECLARE
     f pg_catalog.regprocedure;
@@ -579,30 +588,11 @@ BEGIN
               WHERE p.pronamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
                 AND p.prosecdef ORDER BY 1
     LOOP
-        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
+        EXECUTE pg_catalog.format(
+            'ALTER FUNCTION %s SECURITY INVOKER SET search_path = pg_catalog, pg_temp', f);
     END LOOP;
 END
 $pin$;
-
--- No C function is SECURITY DEFINER: such a function cannot tell who called
--- it (inside a role's own SECURITY DEFINER function, or an index expression
--- that a superuser's ANALYZE runs as the table's owner, the caller would
--- look like the superuser and act for every tenant). Each decides the
--- tenant from the role that really called it and switches to the
--- extension's owner in C for the statements it runs (src/spi_util.c,
--- ActAsOwner), as SECURITY DEFINER did.
-DO $invoker$
-DECLARE
-    f pg_catalog.regprocedure;
-BEGIN
-    FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
-              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'convctx'::pg_catalog.regnamespace
-                AND p.prosecdef ORDER BY 1
-    LOOP
-        EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY INVOKER', f);
-    END LOOP;
-END
-$invoker$;
 
 COMMENT ON FUNCTION convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text) IS
     'start the turn of a chat request; idempotent on (session_id, request_id): a repeat returns the same turn_id and changes nothing';
