@@ -367,14 +367,6 @@ COMMENT ON FUNCTION convctx.current_tenant() IS
 -- row estimate, whatever the tables hold.
 ------------------------------------------------------------------------------
 
-CREATE FUNCTION convctx.admin_scope()
-RETURNS text
-AS 'MODULE_PATHNAME', 'convctx_admin_scope'
-LANGUAGE C STABLE PARALLEL RESTRICTED;
-
-COMMENT ON FUNCTION convctx.admin_scope() IS
-    'internal: the tenant whose rows the administrators'' read functions return, NULL for every tenant (superusers, roles bound to every tenant); 42501 for roles that act for no tenant';
-
 CREATE FUNCTION convctx.admin_sessions(only_session text DEFAULT NULL)
 RETURNS TABLE (tenant text, session_id text, identity_id text, turns bigint, finalized bigint,
                redacted bigint, first_at timestamptz, last_at timestamptz, expires_at timestamptz)
@@ -468,7 +460,6 @@ REVOKE ALL ON FUNCTION
     convctx.bind_role_tenant(text, text),
     convctx.bind_role_all_tenants(text),
     convctx.unbind_role_tenant(text),
-    convctx.admin_scope(),
     convctx.admin_sessions(text),
     convctx.admin_stats(),
     convctx.admin_audit(),

@@ -156,6 +156,7 @@ AdminRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql, Oid argty
 	char		nulls[2] = {scope ? ' ' : 'n', arg_null ? 'n' : ' '};
 	TupleDesc	desc;
 	uint64		i;
+	int			c;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	desc = rsinfo->setDesc;
@@ -169,20 +170,19 @@ AdminRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql, Oid argty
 	if (SPI_tuptable->tupdesc->natts != desc->natts)
 		elog(ERROR, "statement returns %d columns, the function %d",
 			 SPI_tuptable->tupdesc->natts, desc->natts);
+	if (desc->natts > 32)
+		elog(ERROR, "function returns %d columns, at most 32 are supported", desc->natts);
+	for (c = 0; c < desc->natts; c++)
+		if (SPI_gettypeid(SPI_tuptable->tupdesc, c + 1) != TupleDescAttr(desc, c)->atttypid)
+			elog(ERROR, "column %d of the statement is not of the function's type", c + 1);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		Datum		row[32];
 		bool		row_nulls[32];
-		int			c;
 
-		Assert(desc->natts <= (int) lengthof(row));
 		for (c = 0; c < desc->natts; c++)
-		{
-			if (SPI_gettypeid(SPI_tuptable->tupdesc, c + 1) != TupleDescAttr(desc, c)->atttypid)
-				elog(ERROR, "column %d of the statement is not of the function's type", c + 1);
 			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1,
 								   &row_nulls[c]);
-		}
 		/* the tuplestore copies the row into its own memory */
 		tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
 	}

@@ -59,16 +59,6 @@ static SPIPlanPtr context_add_plan = NULL;
 	"     updated_at = pg_catalog.now()" \
 	" RETURNING context_json"
 
-static void
-ReportNodeIdTooLong(int len)
-{
-	ereport(ERROR,
-			errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			errmsg("node id is too long"),
-			errdetail("It has %d bytes; at most %d are allowed.",
-					  len, CONVCTX_MAX_ID_BYTES));
-}
-
 /* 54000 when a context to store is larger than convctx.max_text_bytes. */
 static void
 CheckContextSize(Datum ctx)
@@ -100,8 +90,8 @@ CheckContextNodeIds(Jsonb *ctx)
 	{
 		JsonbValue *v = getIthJsonbValueFromContainer(ids.val.binary.data, i);
 
-		if (v != NULL && v->type == jbvString && v->val.string.len > CONVCTX_MAX_ID_BYTES)
-			ReportNodeIdTooLong(v->val.string.len);
+		if (v != NULL && v->type == jbvString)
+			CheckIdLength(v->val.string.len, "node id");
 	}
 }
 
@@ -122,8 +112,7 @@ CheckNodeIdArray(ArrayType *ids)
 		if (nulls[i])
 			continue;
 		len = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
-		if (len > CONVCTX_MAX_ID_BYTES)
-			ReportNodeIdTooLong(len);
+		CheckIdLength(len, "node id");
 	}
 }
 

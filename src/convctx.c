@@ -246,13 +246,20 @@ ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what)
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("%s must not be empty", what));
+	CheckIdLength(len, what);
+	return id;
+}
+
+/* 54000 when an id (or a name: node id, label, tenant) of len bytes is too long. */
+void
+CheckIdLength(int len, const char *what)
+{
 	if (len > CONVCTX_MAX_ID_BYTES)
 		ereport(ERROR,
 				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				errmsg("%s is too long", what),
 				errdetail("It has %d bytes; at most %d are allowed.",
 						  len, CONVCTX_MAX_ID_BYTES));
-	return id;
 }
 
 /*
@@ -280,18 +287,11 @@ text *
 ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	text	   *t;
-	int			len;
 
 	if (PG_ARGISNULL(argno))
 		return NULL;
 	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len > CONVCTX_MAX_ID_BYTES)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("%s is too long", what),
-				errdetail("It has %d bytes; at most %d are allowed.",
-						  len, CONVCTX_MAX_ID_BYTES));
+	CheckIdLength(VARSIZE_ANY_EXHDR(t), what);
 	CheckTextSize(t, what);
 	return t;
 }

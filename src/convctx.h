@@ -58,6 +58,7 @@ extern text *ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *wh
 extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
 extern void CheckTextSize(text *t, const char *what);
+extern void CheckIdLength(int len, const char *what);
 
 /* jsonb helpers (jsonb_util.c) */
 extern const char *JsonbValueTypeName(JsonbValue *v);

@@ -429,21 +429,6 @@ convctx_current_tenant(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(CurrentTenant());
 }
 
-PG_FUNCTION_INFO_V1(convctx_admin_scope);
-
-/*
- * admin_scope() -> text: the tenant whose rows the administrators' read
- * functions return, NULL for every tenant (a superuser, or a role bound to
- * every tenant); 42501 like every tenant-scoped function otherwise.
- */
-Datum
-convctx_admin_scope(PG_FUNCTION_ARGS)
-{
-	if (BoundTenant() == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_TEXT_P(CurrentTenant());
-}
-
 PG_FUNCTION_INFO_V1(convctx_role_tenant_changed);
 
 /*
@@ -529,12 +514,7 @@ ArgTenant(FunctionCallInfo fcinfo, int argno)
 				errmsg("tenant must not be null"),
 				errhint("Bind a role that serves every tenant with convctx.bind_role_all_tenants."));
 	tenant = PG_GETARG_TEXT_PP(argno);
-	if (VARSIZE_ANY_EXHDR(tenant) > CONVCTX_MAX_ID_BYTES)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("tenant is too long"),
-				errdetail("It has %d bytes; at most %d are allowed.",
-						  (int) VARSIZE_ANY_EXHDR(tenant), CONVCTX_MAX_ID_BYTES));
+	CheckIdLength(VARSIZE_ANY_EXHDR(tenant), "tenant");
 	return tenant;
 }
 

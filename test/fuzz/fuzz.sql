@@ -87,7 +87,6 @@ INSERT INTO fuzz.spec VALUES
   ('convctx.unbind_role_tenant(text)', '{rolename}', '{22004,22023,42622,42501}'),
   ('convctx.bindings()', '{}', '{}'),
   ('convctx.unresolved_bindings()', '{}', '{}'),
-  ('convctx.admin_scope()', '{}', '{54000}'),
   ('convctx.admin_sessions(text)', '{sid}', '{22023,54000}'),
   ('convctx.admin_stats()', '{}', '{}'),
   ('convctx.admin_audit()', '{}', '{}'),
