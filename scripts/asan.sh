@@ -107,20 +107,10 @@ if [ "$("$PGBIN/pg_config" --pkglibdir)" != "$PGROOT/lib" ] ||
 fi
 
 echo "== building convctx with $SAN_CFLAGS"
-build_sanitized() {
-    as_test_user gcc -c -fPIC -O1 "$WORK/ubsan_defaults.c" -o "$WORK/ubsan_defaults.o" &&
-    as_test_user make -C "$SRC" -s -j2 with_llvm=no PG_CONFIG="$PGBIN/pg_config" \
-        PG_CFLAGS="$SAN_CFLAGS" PG_LDFLAGS="$WORK/ubsan_defaults.o" &&
-    as_test_user make -C "$SRC" -s install with_llvm=no PG_CONFIG="$PGBIN/pg_config" >/dev/null
-}
-# On a fresh machine this step has failed once without a word, right after
-# the other suites, and passed when run again: say so and try once more (a
-# real build error fails the second time as well and stops the script).
-if ! build_sanitized; then
-    echo "== the sanitizer build failed (exit status $?); building once more"
-    as_test_user make -C "$SRC" -s clean >/dev/null 2>&1 || true
-    build_sanitized
-fi
+as_test_user gcc -c -fPIC -O1 "$WORK/ubsan_defaults.c" -o "$WORK/ubsan_defaults.o"
+as_test_user make -C "$SRC" -s -j2 with_llvm=no PG_CONFIG="$PGBIN/pg_config" PG_CFLAGS="$SAN_CFLAGS" \
+    PG_LDFLAGS="$WORK/ubsan_defaults.o"
+as_test_user make -C "$SRC" -s install with_llvm=no PG_CONFIG="$PGBIN/pg_config" >/dev/null
 deps=$(ldd "$PGROOT/lib/convctx.so")
 syms=$(nm -D --defined-only "$PGROOT/lib/convctx.so")
 if ! grep -q libasan <<<"$deps" || ! grep -q libubsan <<<"$deps" ||
@@ -131,7 +121,9 @@ fi
 
 # The compiler's own runtime libraries. libubsan is not preloaded: it comes
 # with convctx.so, and must, to find __ubsan_default_options there.
-libpath() { /sbin/ldconfig -p | awk -v n="$1" '$1 == n { print $NF; exit }'; }
+# awk reads to the end: leaving early would kill ldconfig with SIGPIPE, which
+# pipefail turns into a failure of the whole script, now and then.
+libpath() { /sbin/ldconfig -p | awk -v n="$1" '$1 == n && !found { print $NF; found = 1 }'; }
 ASAN_LIB=$(readlink -f "$(gcc -print-file-name=libasan.so)")
 UBSAN_LIB=$(readlink -f "$(gcc -print-file-name=libubsan.so)")
 SAN_ENV=(
