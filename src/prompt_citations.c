@@ -389,15 +389,16 @@ convctx_context_history(PG_FUNCTION_ARGS)
 		 * (its row, read in the same snapshot, counts them), so the read
 		 * ends at the oldest of them and never walks the tombstones below
 		 * (a session that goes on after redact_session or erase_identity).
-		 * The newest turns + 4 turn numbers hold them unless open or
-		 * redacted turns sit among them; then spans four times wider.
+		 * The newest that many turn numbers + 4 (the current turn is open)
+		 * hold them unless more open or redacted turns sit among them; then
+		 * spans four times wider.
 		 */
 		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
 		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 		(Datum) 0, (Datum) 0};
 		int64		want = turns;
 		int64		last = 0;	/* without a row, the whole session */
-		int64		span = (int64) turns + 4;
+		int64		span;
 		int64		lower;
 		SPIPlanPtr	plan;
 
@@ -418,6 +419,7 @@ convctx_context_history(PG_FUNCTION_ARGS)
 		nrows = 0;
 		plan = SpiKeptPlan(&history_plan, HISTORY_SQL, 4, argtypes);
 		values[2] = Int64GetDatum(want);
+		span = want + 4;
 		while (want > 0)
 		{
 			lower = (last - span > 0) ? last - span : 0;

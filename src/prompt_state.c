@@ -285,14 +285,14 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 		 * The window needs at most window live turns, and no more than the
 		 * session's live turns (messages - finalized), so the read ends at
 		 * the oldest of them and never walks the tombstones below. The
-		 * newest window turn numbers hold them unless open or redacted turns
-		 * sit among them; then spans four times wider (a generic plan may
+		 * newest that many turn numbers hold them unless redacted turns sit
+		 * among them; then spans four times wider (a generic plan may
 		 * sort a range, so no range is left unbounded while a narrower one
 		 * may do). Without a session row nothing is known: the window is
 		 * read.
 		 */
 		int64		want = counted ? Min((int64) window, messages - finalized) : window;
-		int64		span = window;
+		int64		span;
 		int64		lower;
 		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
 		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
@@ -301,6 +301,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 
 		win = NULL;
 		nwin = 0;
+		span = want;
 		while (want > 0)
 		{
 			lower = (last_turn_no - span > 0) ? last_turn_no - span : 0;
@@ -315,6 +316,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 			span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
 		}
 	}
+
 	/* Build the result in the caller's context: SPI's goes at SPI_finish. */
 	MemoryContextSwitchTo(caller);
 
