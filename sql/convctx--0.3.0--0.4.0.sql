@@ -18,6 +18,8 @@
 ------------------------------------------------------------------------------
 -- (tombstones) reads that do not grow with tombstones
 ------------------------------------------------------------------------------
+-- No catalog change: the prompt reads stop once they have read as many live turns as
+-- the session row counts (live_turns, live_answers), see docs/tombstones.md.
 
 ------------------------------------------------------------------------------
 -- (final) every function runs as its caller, with a pinned search path
