@@ -181,6 +181,7 @@ extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 					   bool read_only, long count, int expected_rc);
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
+extern bool SpiBulkReadLatest(bool on);
 extern int64 SpiFirstInt8(void);
 extern Oid	ConvctxNamespace(void);
 
