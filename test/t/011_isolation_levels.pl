@@ -133,20 +133,31 @@ like($node->safe_psql('lv_ser', q{SELECT convctx.schedule_retention('* * * * *')
                       extra_params => ['-U', 'regress_lv_ser']),
      qr/^\d+$/, 'retention scheduled by the serializable role');
 
-# One request = one transaction on one session (its x twin for redaction),
-# in the lock order of the README: start_turn first. A retry runs again with
+# One request = one transaction on one session (its x twin for redaction,
+# or a session of its own whose identity is erased), in the lock order of
+# the README: start_turn first. A retry runs again with
 # the same random values, so with the same request id.
 my $script = PostgreSQL::Test::Utils::tempdir() . '/levels.sql';
 PostgreSQL::Test::Utils::append_to_file($script, q{
 \set s random(1, 6)
 \set r random(1, 30)
-\set op random(1, 10)
+\set op random(1, 12)
 BEGIN;
 SELECT convctx.start_turn('s:s', 'r:r', 'question :r',
                           CASE WHEN :op = 1 THEN 'user-:s' END) AS turn_id
 \gset
+\if :op = 5
+SELECT convctx.record_retrieval('s:s', ':turn_id'::uuid, '[{"id": "c:r", "text": "chunk :r"}]',
+                                '[{"id": "c:r"}]');
+\endif
 SELECT convctx.context_add('s:s', ARRAY['n:r']) IS NOT NULL AS ctx;
+\if :op = 8
+SELECT convctx.context_save('s:s', convctx.context_load('s:s'));
+\endif
 SELECT convctx.finalize_turn('s:s', ':turn_id'::uuid, 'answer :r');
+\if :op = 6
+SELECT convctx.set_summary('s:s', 'summary through :r', ':turn_id'::uuid, 0);
+\endif
 \if :op = 2
 SELECT convctx.replace_turn('s:s', ':turn_id'::uuid, 'answer :r') IS NOT NULL AS replaced;
 \endif
@@ -157,7 +168,17 @@ SELECT convctx.link_session('user-:s', 's:s');
 SELECT convctx.start_turn('x:s', 'r:r', 'question :r') IS NOT NULL AS started;
 SELECT convctx.redact_session('x:s');
 \endif
+\if :op = 7
+SELECT convctx.start_turn('x:s', 'r:r', 'question :r') AS xturn
+\gset
+SELECT convctx.redact_turn('x:s', ':xturn'::uuid);
+\endif
+\if :op = 9
+SELECT convctx.start_turn('e:s-:r', 'r:r', 'question :r', 'eu-:s') IS NOT NULL AS started;
+SELECT convctx.erase_identity('eu-:s');
+\endif
 SELECT count(*) AS recent FROM convctx.recent_turns('s:s', 10);
+SELECT convctx.conversation_state('s:s') IS NOT NULL AS state;
 COMMIT;
 });
 
@@ -166,26 +187,35 @@ for my $v (@variants)
 {
     my $db = $v->{db};
     my $from = -s $node->logfile;
-    my ($out, $err) = ('', '');
-    my $ok = IPC::Run::run(
-        [
-            $pgbench, '-n', '-c', $clients, '-j', 2, '-T', $seconds,
-            '--max-tries=1000', '--failures-detailed',
-            '-f', $script, '-h', $node->host, '-p', $node->port, '-U', $v->{role}, $db
-        ],
-        '>', \$out, '2>', \$err,
-        IPC::Run::timeout($seconds + $PostgreSQL::Test::Utils::timeout_default));
+    # pgbench retries only 40001 and 40P01: a client whose lock wait timed
+    # out stops (an app would retry it itself), so the lock_timeout variant
+    # runs pgbench in short rounds that start every client again.
+    my $rounds = $v->{lock_timeout} ? 4 : 1;
+    my $round_seconds = $v->{lock_timeout} ? int(($seconds + 3) / 4) : $seconds;
+    my ($out, $err, $ok, $processed, $retried) = ('', '', 1, 0, 0);
+    for my $round (1 .. $rounds)
+    {
+        my ($o, $e) = ('', '');
+        $ok &&= IPC::Run::run(
+            [
+                $pgbench, '-n', '-c', $clients, '-j', 2, '-T', $round_seconds,
+                '--max-tries=1000', '--failures-detailed',
+                '-f', $script, '-h', $node->host, '-p', $node->port, '-U', $v->{role}, $db
+            ],
+            '>', \$o, '2>', \$e,
+            IPC::Run::timeout($round_seconds + $PostgreSQL::Test::Utils::timeout_default));
+        $processed += $1 if $o =~ /^number of transactions actually processed: (\d+)/m;
+        $retried += $1 if $o =~ /^number of transactions retried: (\d+)/m;
+        $out .= $o;
+        $err .= $e;
+    }
     note "$v->{name}: pgbench stdout:\n$out";
     note "$v->{name}: pgbench stderr:\n" . substr($err, 0, 4000) if $err ne '';
-    my ($processed) = $out =~ /^number of transactions actually processed: (\d+)/m;
-    my ($retried) = $out =~ /^number of transactions retried: (\d+)/m;
-    diag(sprintf('%s: %s transactions, %s retried, %d clients, %d s', $v->{name},
-                 $processed // '?', $retried // 0, $clients, $seconds));
-    ok(defined $processed && $processed > 0, "$v->{name}: pgbench processed transactions");
+    diag(sprintf('%s: %d transactions, %d retried, %d clients, %d s', $v->{name},
+                 $processed, $retried, $clients, $rounds * $round_seconds));
+    ok($processed > 0, "$v->{name}: pgbench processed transactions");
     if ($v->{lock_timeout})
     {
-        # pgbench retries only 40001 and 40P01: a client whose lock wait
-        # timed out stops, as an app would retry it itself.
         unlike($err, qr/ERROR:  (?!canceling statement due to lock timeout|could not serialize|deadlock detected)/,
                "$v->{name}: clients stopped only on a lock timeout");
     }
