@@ -193,6 +193,7 @@ PG_FUNCTION_INFO_V1(convctx_record_retrieval);
 Datum
 convctx_record_retrieval(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(record_retrieval);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	Jsonb	   *chunks;
