@@ -81,9 +81,11 @@ static SPIPlanPtr phrases_plan = NULL;
 	"   AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	" LIMIT 1"
 
+/* The tenant's and the shared phrases, then the built-in ones (a view). */
 #define PHRASES_SQL \
 	"SELECT kind, phrase FROM convctx.followup_phrase" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])"
+	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])" \
+	" UNION ALL SELECT kind, phrase FROM convctx.builtin_followup_phrase"
 
 /*
  * Check that a JSON value is a chunk object and return its container;
