@@ -25,7 +25,11 @@
 -- CREATE EXTENSION; is_followup reads the view and the table together.
 -- The table holds only the phrases tenants add, and is dumped and
 -- replicated in full. A built-in phrase deleted from the table by hand
--- before 0.4.0 is in force again (list your own instead).
+-- before 0.4.0 is in force again (list your own instead). Column builtin
+-- stays, always false: a subscriber applies a publisher's rows only when
+-- every column the publisher sends exists on it, so dropping the column
+-- would stop the replication of a pair whose two sides are updated one
+-- after the other (and a dump of 0.3.0 names it too).
 CREATE VIEW convctx.builtin_followup_phrase (kind, phrase) WITH (security_invoker = true) AS
 VALUES
     ('clarification'::pg_catalog.text, '¿seguro?'::pg_catalog.text),
@@ -54,8 +58,8 @@ COMMENT ON VIEW convctx.builtin_followup_phrase IS
 REVOKE ALL ON convctx.builtin_followup_phrase FROM PUBLIC;
 
 DELETE FROM convctx.followup_phrase WHERE builtin;
-ALTER TABLE convctx.followup_phrase DROP COLUMN builtin;
-SELECT pg_catalog.pg_extension_config_dump('convctx.followup_phrase', '');
+COMMENT ON COLUMN convctx.followup_phrase.builtin IS
+    'no longer used, always false (the built-in phrases are the view convctx.builtin_followup_phrase); kept so that rows from a 0.3.0 server or dump still fit';
 
 COMMENT ON TABLE convctx.followup_phrase IS
     'phrases tenants add to is_followup (beside convctx.builtin_followup_phrase): clarification phrases (reuse the previous context) and fresh_keyword (always retrieve); tenant '''' applies to every tenant';

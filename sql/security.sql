@@ -6,7 +6,7 @@
 -- start from an empty store, whatever ran before
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
          convctx.session_summary, convctx.turn_retrieval, convctx.clarification, convctx.role_tenant;
-DELETE FROM convctx.followup_phrase;
+DELETE FROM convctx.followup_phrase WHERE NOT builtin;
 -- erased identities become a keyed stand-in, so that a second erasure finds them
 SET convctx.identity_hash_key = 'security test key';
 -- roles are cluster-wide: drop what an interrupted earlier run may have left behind
@@ -955,7 +955,7 @@ SELECT convctx.unbind_role_tenant(r) AS unbound
 FROM unnest(ARRAY['tenant_a_app', 'tenant_b_app', 'tenant_a_admin', 'tenant_b_admin', 'tenant_a_dml',
                   'tenant_a_hostile', 'tenant_platform_admin']) r;
 SELECT count(*) AS bindings_left FROM convctx.role_tenant;
-DELETE FROM convctx.followup_phrase;
+DELETE FROM convctx.followup_phrase WHERE NOT builtin;
 DROP TABLE ids, b_snapshot, probe, probe_result;
 DROP OWNED BY tenant_a_app, tenant_b_app, tenant_a_admin, tenant_b_admin, tenant_a_dml,
     tenant_a_member, tenant_ab_member, tenant_free_app, tenant_a_hostile, tenant_platform_admin,

@@ -214,6 +214,54 @@ is($sub->safe_psql('app', q{SELECT count(*) = count(DISTINCT (tenant_id, audit_i
 cmp_ok($sub->safe_psql('app', q{SELECT count(*) FROM convctx.audit_log}), '>', $audit_before,
    'subscriber: the audit log grew');
 
+# ---------------------------------------------------------------------------
+# A pair that ran 0.3.0: the copy of followup_phrase was stuck on 23505 and
+# audit ids came from a sequence. Updating the publisher, then the
+# subscriber, unsticks it and carries the audit rows over, with nothing else
+# done by hand.
+# ---------------------------------------------------------------------------
+sub rows
+{
+    my ($node, $sql) = @_;
+    return $node->safe_psql('old', $sql);
+}
+for my $node ($pub, $sub)
+{
+    $node->safe_psql('postgres', 'CREATE DATABASE old');
+    $node->safe_psql('old', q{CREATE EXTENSION convctx VERSION '0.3.0'});
+}
+$pub->safe_psql('old', q{
+    INSERT INTO convctx.audit_log (tenant_id, action) VALUES ('A', 'old one'), ('A', 'old two');
+    INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('A', 'clarification', 'otra vez');
+    CREATE PUBLICATION convctx_old FOR TABLES IN SCHEMA convctx;
+});
+my $old_conn = $pub->connstr . ' dbname=old';
+$sub->safe_psql('old', qq{CREATE SUBSCRIPTION convctx_old CONNECTION '$old_conn' PUBLICATION convctx_old});
+$sub->poll_query_until('old', q{
+    SELECT count(*) = 1 FROM pg_subscription_rel WHERE srsubstate <> 'r'
+       AND srrelid = 'convctx.followup_phrase'::regclass})
+  or die 'the other tables were not copied';
+my $log_offset = -s $sub->logfile;
+$sub->wait_for_log(qr/duplicate key value violates unique constraint "followup_phrase_pkey"/, $log_offset);
+pass('0.3.0: the initial copy of followup_phrase fails with 23505, the other tables are copied');
+
+$pub->safe_psql('old', q{ALTER EXTENSION convctx UPDATE});
+$pub->safe_psql('old', q{INSERT INTO convctx.audit_log (tenant_id, action) VALUES ('A', 'new on the publisher')});
+$sub->safe_psql('old', q{ALTER EXTENSION convctx UPDATE});
+$sub->wait_for_subscription_sync($pub, 'convctx_old', 'old');
+ok($sub->poll_query_until('old', q{SELECT count(*) = 0 FROM pg_subscription_rel WHERE srsubstate <> 'r'}),
+   'updated on both sides: every table is copied');
+is(rows($sub, q{SELECT string_agg(tenant_id || ':' || phrase, ',') FROM convctx.followup_phrase}), 'A:otra vez',
+   'updated: followup_phrase holds the tenant\'s phrase');
+is(rows($sub, q{SELECT string_agg(action || '=' || (audit_id::text LIKE '00000000-0000-0000-0000-%'), ',' ORDER BY logged_at)
+                  FROM convctx.audit_log}),
+   'old one=true,old two=true,new on the publisher=false', 'updated: the audit rows, old and new, arrived');
+for my $t ('audit_log', 'followup_phrase')
+{
+    my $q = "SELECT md5(string_agg(x::text, '|' ORDER BY x::text)) FROM convctx.$t x";
+    is(rows($sub, $q), rows($pub, $q), "updated: every row of $t equals the publisher's");
+}
+
 $sub->stop;
 $pub->stop;
 done_testing();
