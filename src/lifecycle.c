@@ -339,6 +339,7 @@ PG_FUNCTION_INFO_V1(convctx_redact_turn);
 Datum
 convctx_redact_turn(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(redact_turn);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	text	   *tenant = CurrentTenant();
@@ -383,6 +384,7 @@ PG_FUNCTION_INFO_V1(convctx_redact_session);
 Datum
 convctx_redact_session(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(redact_session);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *tenant = CurrentTenant();
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
@@ -464,6 +466,7 @@ PG_FUNCTION_INFO_V1(convctx_erase_identity);
 Datum
 convctx_erase_identity(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(erase_identity);
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *tenant = CurrentTenant();
 	text	   *erased = ErasedIdentity(identity_id);
@@ -832,6 +835,7 @@ PG_FUNCTION_INFO_V1(convctx_purge);
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(purge);
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	const char *bound = BoundTenant();
 	HTAB	   *tenants = PurgeTenantsCreate();
@@ -914,6 +918,7 @@ PG_FUNCTION_INFO_V1(convctx_purge_all);
 Datum
 convctx_purge_all(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(purge_all);
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
 		!castNode(CallContext, fcinfo->context)->atomic;

@@ -91,9 +91,11 @@ static SPIPlanPtr phrases_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"   AND live_answers OPERATOR(pg_catalog.>) 0"
 
+/* The tenant's and the shared phrases, then the built-in ones (a view). */
 #define PHRASES_SQL \
 	"SELECT kind, phrase FROM convctx.followup_phrase" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])"
+	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])" \
+	" UNION ALL SELECT kind, phrase FROM convctx.builtin_followup_phrase"
 
 /*
  * Check that a JSON value is a chunk object and return its container;
@@ -203,6 +205,7 @@ PG_FUNCTION_INFO_V1(convctx_record_retrieval);
 Datum
 convctx_record_retrieval(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(record_retrieval);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	Jsonb	   *chunks;

@@ -425,6 +425,7 @@ PG_FUNCTION_INFO_V1(convctx_set_summary_0_3);
 Datum
 convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(set_summary);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *summary;
 	pg_uuid_t  *through = ArgTurnId(fcinfo, 2);

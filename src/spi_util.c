@@ -35,6 +35,8 @@
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
@@ -43,6 +45,7 @@
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "optimizer/planner.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -376,4 +379,24 @@ SpiFirstInt8(void)
 		return 0;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Refuse a function that writes when this transaction cannot: on a hot
+ * standby (during recovery) and in a read-only transaction, both 25006,
+ * with PostgreSQL's own wording for a command, naming the function
+ * rather than the statement convctx would run inside it. Called first
+ * thing, so nothing is read, locked or checked before. RecoveryInProgress
+ * is a local flag once recovery has ended.
+ */
+bool
+CheckWritable(const char *function)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				errmsg("cannot execute %s during recovery", function),
+				errdetail("This server is a standby: convctx's read functions work here, its writers only on the primary."));
+	PreventCommandIfReadOnly(function);
+	return true;
 }
