@@ -48,6 +48,7 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
+#include "idmap.h"
 
 static SPIPlanPtr redact_turn_plan = NULL;
 static SPIPlanPtr turn_exists_plan = NULL;
@@ -114,15 +115,23 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /*
  * erase_identity. $1 is the tenant, $2 the identities to look for (the
- * identity, and the keyed stand-in of an earlier erasure of it): lock the
- * sessions linked to them in a fixed order.
+ * identity, and the keyed stand-in of an earlier erasure of it), $3 the
+ * identity: lock, in session_id order, the sessions linked to them and the
+ * sessions whose context was saved with the identity as user_id (the
+ * contexts are deleted below, and a context row is locked only under its
+ * session's lock).
  */
 #define ERASE_LOCK_SQL \
-	"SELECT s.session_id FROM convctx.session s" \
-	"  JOIN convctx.session_link l ON l.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
-	"   AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
-	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"   AND l.identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"WITH l AS (SELECT session_id FROM convctx.session_link" \
+	"            WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"              AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))," \
+	" c AS (SELECT conversation_id FROM convctx.conversation_context" \
+	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND user_id OPERATOR(pg_catalog.=) $3)" \
+	"SELECT s.session_id, s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
+	"  FROM convctx.session s" \
+	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
+	"        OR s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT conversation_id FROM c)))" \
 	" ORDER BY s.session_id FOR UPDATE OF s"
 
 /*
@@ -164,14 +173,20 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND identity_id OPERATOR(pg_catalog.<>) $3"
 
 /*
- * The contexts of the sessions, and every context saved with the identity
- * as user_id. $3 is the identity.
+ * The contexts of the sessions locked, and the contexts saved with the
+ * identity as user_id that have no session row (stored before 0.4.0, when
+ * a context did not create one); $3 is the identity. A context saved with
+ * the identity in a session that was not locked was saved after the
+ * erasure's last pass, like a session linked after it.
  */
 #define ERASE_CONTEXTS_SQL \
-	"DELETE FROM convctx.conversation_context" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
-	"   AND (conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
-	"        OR user_id OPERATOR(pg_catalog.=) $3)"
+	"DELETE FROM convctx.conversation_context c" \
+	" WHERE c.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (c.conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"        OR (c.user_id OPERATOR(pg_catalog.=) $3" \
+	"            AND NOT EXISTS (SELECT 1 FROM convctx.session s" \
+	"                 WHERE s.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
+	"                   AND s.session_id OPERATOR(pg_catalog.=) c.conversation_id)))"
 
 /*
  * The audit rows that name the identity ($2), in identity_id or as a value
@@ -392,46 +407,74 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 }
 
 /*
- * Lock every session linked to one of identities (a text[]) in the tenant,
- * in session_id order, until a pass finds no session that the one before
- * did not: a link committed while a pass waited for a lock is invisible to
- * that pass (its snapshot predates the commit) but not to the next. The
- * set only grows (links are never undone, linked sessions never purged, and
- * the locked ones cannot change), so equal counts mean equal sets. Returns
- * the session ids locked, as a text[] Datum in the caller's context, and
- * their number in *count. SPI must be connected.
+ * Lock the sessions of an identity in the tenant: every session linked to
+ * one of identities (a text[]) and every session whose context was saved
+ * with identity_id as user_id, in session_id order, until a pass finds no
+ * session that the passes before it did not lock: a link or context
+ * committed while a pass waited for a lock is invisible to that pass (its
+ * snapshot predates the commit) but not to the next. The last pass, whose
+ * sessions were all locked before its snapshot, is the set erased (a
+ * context may have changed hands meanwhile, so the set can also shrink).
+ * Returns the session ids of that pass as a text[] Datum in the caller's
+ * context, and sets *linked to those linked to the identity (whose turns
+ * are erased; the others only lose their context) and *nlinked_out to
+ * their number. SPI must be connected.
  */
 static Datum
-EraseLockSessions(text *tenant, Datum identities, uint64 *count)
+EraseLockSessions(text *tenant, Datum identities, text *identity_id,
+				  Datum *linked, uint64 *nlinked_out)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
-	Datum		values[2] = {PointerGetDatum(tenant), identities};
-	SPIPlanPtr	plan = SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes);
-	uint64		before = 0;
+	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[3] = {PointerGetDatum(tenant), identities, PointerGetDatum(identity_id)};
+	SPIPlanPtr	plan = SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 3, argtypes);
+	MemoryContext spi = CurrentMemoryContext;
+	idmap_hash *locked = idmap_create(spi, 16, NULL);
 	uint64		n;
 	uint64		i;
 	Datum	   *ids;
-	MemoryContext spi = CurrentMemoryContext;
+	Datum	   *linked_ids;
+	int			nlinked = 0;
 
 	for (;;)
 	{
+		bool		added = false;
+
 		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
 		n = SPI_processed;
-		if (n == before)
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+			text	   *id = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+			text	   *kept;
+			bool		found;
+
+			if (IdMapLookup(locked, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id)) != NULL)
+				continue;
+			/* copied: the map borrows its keys, and the tuple table goes */
+			kept = (text *) MemoryContextAlloc(spi, VARSIZE_ANY(id));
+			memcpy(kept, id, VARSIZE_ANY(id));
+			(void) IdMapInsert(locked, VARDATA_ANY(kept), VARSIZE_ANY_EXHDR(kept), &found);
+			added = true;
+		}
+		if (!added)
 			break;
-		before = n;
 		CHECK_FOR_INTERRUPTS();
 	}
 
 	MemoryContextSwitchTo(spi);
 	ids = palloc(sizeof(Datum) * Max(n, 1));
+	linked_ids = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		bool		isnull;
 
 		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
+			linked_ids[nlinked++] = ids[i];
 	}
-	*count = n;
+	*linked = PointerGetDatum(construct_array(linked_ids, nlinked, TEXTOID, -1, false, TYPALIGN_INT));
+	*nlinked_out = nlinked;
 	return PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
@@ -458,6 +501,7 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum		audit_values[3] = {PointerGetDatum(tenant), PointerGetDatum(identity_id),
 	PointerGetDatum(erased)};
+	Datum		locked;
 	Datum		sessions;
 	uint64		nsessions;
 	int64		turns = 0;
@@ -471,10 +515,10 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	 * to those sessions since are the identity's as well. The unkeyed marker
 	 * is every erased identity's, so it is not.
 	 */
-	sessions = EraseLockSessions(tenant,
-								 PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
-																 -1, false, TYPALIGN_INT)),
-								 &nsessions);
+	locked = EraseLockSessions(tenant,
+							   PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
+															   -1, false, TYPALIGN_INT)),
+							   identity_id, &sessions, &nsessions);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = sessions;
 	values[2] = PointerGetDatum(erased);
@@ -498,6 +542,8 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 		for (i = 0; i < n; i++)
 			PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
 	}
+	/* The contexts of every session locked, linked or not. */
+	values[1] = locked;
 	values[2] = PointerGetDatum(identity_id);
 	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);

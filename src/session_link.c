@@ -36,7 +36,7 @@ static SPIPlanPtr backfill_plan = NULL;
 #define SESSION_LOCK_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
-	" SET last_activity_at = pg_catalog.statement_timestamp()" \
+	" SET" SESSION_ACTIVITY_SET \
 	" RETURNING identity_id"
 
 #define LINK_SQL \
@@ -109,11 +109,12 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 				audited ? 0 : errhint("The refusal could not be written to convctx.audit_log; see the server log."));
 	}
 
-	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
-			   false, 0, SPI_OK_UPDATE);
+	/* The session's turns before its link row, in the lock order. */
 	if (backfill)
 		SpiRunPlan(SpiKeptPlan(&backfill_plan, BACKFILL_SQL, 3, argtypes), values, NULL,
 				   false, 0, SPI_OK_UPDATE);
+	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
+			   false, 0, SPI_OK_UPDATE);
 }
 
 PG_FUNCTION_INFO_V1(convctx_link_session);
