@@ -33,6 +33,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
@@ -45,6 +46,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "convctx.h"
@@ -54,6 +56,7 @@ static SPIPlanPtr redact_turn_plan = NULL;
 static SPIPlanPtr turn_exists_plan = NULL;
 static SPIPlanPtr redact_session_plan = NULL;
 static SPIPlanPtr redaction_lock_plan = NULL;
+static SPIPlanPtr erase_find_plan = NULL;
 static SPIPlanPtr erase_lock_plan = NULL;
 static SPIPlanPtr erase_sessions_plan = NULL;
 static SPIPlanPtr erase_links_plan = NULL;
@@ -116,12 +119,12 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 /*
  * erase_identity. $1 is the tenant, $2 the identities to look for (the
  * identity, and the keyed stand-in of an earlier erasure of it), $3 the
- * identity: lock, in session_id order, the sessions linked to them and the
- * sessions whose context was saved with the identity as user_id (the
- * contexts are deleted below, and a context row is locked only under its
- * session's lock).
+ * identity: the sessions linked to them and the sessions whose context
+ * was saved with the identity as user_id (the contexts are deleted below,
+ * and a context row is locked only under its session's lock), in
+ * session_id order, each with whether it is linked. Locks nothing.
  */
-#define ERASE_LOCK_SQL \
+#define ERASE_FIND_SQL \
 	"WITH l AS (SELECT session_id FROM convctx.session_link" \
 	"            WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"              AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))," \
@@ -132,7 +135,14 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND (s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
 	"        OR s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT conversation_id FROM c)))" \
-	" ORDER BY s.session_id FOR UPDATE OF s"
+	" ORDER BY s.session_id"
+
+/* Lock the sessions $2 of tenant $1 in session_id order. */
+#define ERASE_LOCK_SQL \
+	"SELECT session_id FROM convctx.session" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	" ORDER BY session_id FOR UPDATE"
 
 /*
  * The statements below act on $2, the sessions locked, and never look the
@@ -406,19 +416,77 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(turns);
 }
 
+/* Order of session ids (COLLATE "C": bytes, then length). */
+static int
+SessionIdCmp(text *a, text *b)
+{
+	int			la = VARSIZE_ANY_EXHDR(a);
+	int			lb = VARSIZE_ANY_EXHDR(b);
+	int			c = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/* A session id of the SPI tuple table, copied into cxt. */
+static text *
+SessionIdCopy(int row, MemoryContext cxt)
+{
+	bool		isnull;
+	text	   *id = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[row],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	text	   *copy = (text *) MemoryContextAlloc(cxt, VARSIZE_ANY(id));
+
+	memcpy(copy, id, VARSIZE_ANY(id));
+	return copy;
+}
+
 /*
- * Lock the sessions of an identity in the tenant: every session linked to
- * one of identities (a text[]) and every session whose context was saved
- * with identity_id as user_id, in session_id order, until a pass finds no
- * session that the passes before it did not lock: a link or context
- * committed while a pass waited for a lock is invisible to that pass (its
- * snapshot predates the commit) but not to the next. The last pass, whose
- * sessions were all locked before its snapshot, is the set erased (a
- * context may have changed hands meanwhile, so the set can also shrink).
- * Returns the session ids of that pass as a text[] Datum in the caller's
- * context, and sets *linked to those linked to the identity (whose turns
- * are erased; the others only lose their context) and *nlinked_out to
- * their number. SPI must be connected.
+ * Lock the sessions ids[0..n-1] (sorted), adding those locked to the map
+ * held and raising *max_held. SPI must be connected.
+ */
+static void
+EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held,
+			  MemoryContext cxt)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	Datum		values[2];
+	uint64		i;
+	int			j;
+
+	for (j = 0; j < n; j++)
+		elems[j] = PointerGetDatum(ids[j]);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		text	   *id = SessionIdCopy(i, cxt);
+		bool		found;
+
+		(void) IdMapInsert(held, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), &found);
+		if (*max_held == NULL || SessionIdCmp(id, *max_held) > 0)
+			*max_held = id;
+	}
+}
+
+/*
+ * Lock the sessions of an identity in the tenant (ERASE_FIND_SQL), always
+ * in session_id order, so that two erasures, or an erasure and any
+ * transaction that follows the lock order, never deadlock. A link or
+ * context committed while the erasure waited for a lock is invisible to
+ * the statement that waited, so the sessions are looked up again after
+ * every lock, until a lookup finds none that is not held; that last
+ * lookup, made with every session it returns locked, is the set erased
+ * (a context may change hands meanwhile, so the set can also shrink).
+ * New sessions that sort after every session held are simply locked next;
+ * when one sorts before, locking it now would break the order, so every
+ * lock is given back (the locks live in a subtransaction, rolled back)
+ * and the whole set is locked again in order. Returns the session ids as
+ * a text[] Datum in the caller's context, sets *linked to those linked to
+ * the identity (whose turns are erased; the others only lose their
+ * context) and *nlinked_out to their number. SPI must be connected.
  */
 static Datum
 EraseLockSessions(text *tenant, Datum identities, text *identity_id,
@@ -426,56 +494,96 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 {
 	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
 	Datum		values[3] = {PointerGetDatum(tenant), identities, PointerGetDatum(identity_id)};
-	SPIPlanPtr	plan = SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 3, argtypes);
-	MemoryContext spi = CurrentMemoryContext;
-	idmap_hash *locked = idmap_create(spi, 16, NULL);
-	uint64		n;
-	uint64		i;
-	Datum	   *ids;
+	SPIPlanPtr	plan = SpiKeptPlan(&erase_find_plan, ERASE_FIND_SQL, 3, argtypes);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	idmap_hash *held = idmap_create(cxt, 16, NULL);
+	text	   *max_held = NULL;
+	text	  **ids = NULL;
+	bool	   *is_linked = NULL;
+	int			n = 0;
+	Datum	   *all;
 	Datum	   *linked_ids;
 	int			nlinked = 0;
+	int			i;
 
-	for (;;)
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
 	{
-		bool		added = false;
-
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
-		n = SPI_processed;
-		for (i = 0; i < n; i++)
+		for (;;)
 		{
-			bool		isnull;
-			text	   *id = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i],
-														  SPI_tuptable->tupdesc, 1, &isnull));
-			text	   *kept;
-			bool		found;
+			int			first_new = -1;
+			bool		in_order = true;
 
-			if (IdMapLookup(locked, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id)) != NULL)
-				continue;
-			/* copied: the map borrows its keys, and the tuple table goes */
-			kept = (text *) MemoryContextAlloc(spi, VARSIZE_ANY(id));
-			memcpy(kept, id, VARSIZE_ANY(id));
-			(void) IdMapInsert(locked, VARDATA_ANY(kept), VARSIZE_ANY_EXHDR(kept), &found);
-			added = true;
+			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
+			n = (int) SPI_processed;
+			ids = palloc(sizeof(text *) * Max(n, 1));
+			is_linked = palloc(sizeof(bool) * Max(n, 1));
+			for (i = 0; i < n; i++)
+			{
+				bool		isnull;
+
+				ids[i] = SessionIdCopy(i, cxt);
+				is_linked[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 2, &isnull));
+			}
+			/* Sorted: the first session not held is the smallest new one. */
+			for (i = 0; i < n && first_new < 0; i++)
+				if (IdMapLookup(held, VARDATA_ANY(ids[i]), VARSIZE_ANY_EXHDR(ids[i])) == NULL)
+					first_new = i;
+			if (first_new < 0)
+				break;
+			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0)
+				in_order = false;
+
+			if (in_order)
+				EraseLockSome(tenant, ids + first_new, n - first_new, held, &max_held, cxt);
+			else
+			{
+				/* Give every lock back, then take them all in order. */
+				RollbackAndReleaseCurrentSubTransaction();
+				MemoryContextSwitchTo(cxt);
+				CurrentResourceOwner = owner;
+				BeginInternalSubTransaction(NULL);
+				MemoryContextSwitchTo(cxt);
+				idmap_reset(held);
+				max_held = NULL;
+				EraseLockSome(tenant, ids, n, held, &max_held, cxt);
+			}
+			CHECK_FOR_INTERRUPTS();
 		}
-		if (!added)
-			break;
-		CHECK_FOR_INTERRUPTS();
 	}
+	PG_CATCH();
+	{
+		/* Leave no subtransaction behind for the caller's handler to meet. */
+		ErrorData  *edata;
 
-	MemoryContextSwitchTo(spi);
-	ids = palloc(sizeof(Datum) * Max(n, 1));
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	/* The locks now belong to the caller's transaction. */
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+
+	all = palloc(sizeof(Datum) * Max(n, 1));
 	linked_ids = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
-
-		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)))
-			linked_ids[nlinked++] = ids[i];
+		all[i] = PointerGetDatum(ids[i]);
+		if (is_linked[i])
+			linked_ids[nlinked++] = all[i];
 	}
 	*linked = PointerGetDatum(construct_array(linked_ids, nlinked, TEXTOID, -1, false, TYPALIGN_INT));
 	*nlinked_out = nlinked;
-	return PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
+	return PointerGetDatum(construct_array(all, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
 PG_FUNCTION_INFO_V1(convctx_erase_identity);
