@@ -4,26 +4,28 @@
  *	  Redaction, erasure and retention: redact_turn, redact_session,
  *	  erase_identity, retention_settings, purge and purge_all.
  *
- * Concurrency rules:
+ * Concurrency rules (the lock order itself is in docs/locking.md):
  *	- Redaction takes the session row's lock first, like start_turn and
  *	  replace_turn, then clears text with a statement that starts after the
  *	  lock is granted: it sees every turn and version committed before it,
  *	  and none can be added to the session until it commits. A finalize that
  *	  races it waits on the turn's row lock and then finds a tombstone, so no
  *	  text ever comes back.
- *	- erase_identity locks the sessions of the identity in session_id order,
- *	  repeating until no newly linked session appears, and then erases
- *	  exactly the set it locked, never looking the links up again: a turn
- *	  of any of them either committed before the lock (and is erased) or
- *	  waits for the erasure to commit; it never touches a turn of a session
- *	  whose row it does not hold, so it cannot deadlock with finalize_turn.
- *	  A session linked after the last pass is linked after the erasure.
- *	- purge takes row locks only, with SKIP LOCKED: a session that is busy
- *	  is left for the next pass. It locks sessions before their turns, as
- *	  every writer of turns does, so it never deadlocks with them. An expired session is chosen with FOR
- *	  UPDATE, which re-checks its last activity on the newest row version,
- *	  so a session that just received a turn is not purged; and while purge
- *	  holds the lock, start_turn on that session waits, then starts afresh.
+ *	- erase_identity locks the sessions linked to the identity and the
+ *	  sessions of the contexts saved with it, strictly in session_id order
+ *	  (EraseLockSessions looks them up again after each lock and, when a new
+ *	  one sorts before one it holds, gives its locks back and starts over),
+ *	  and then erases exactly the set it locked, never looking the links up
+ *	  again: a turn of any of them either committed before the lock (and is
+ *	  erased) or waits for the erasure to commit. A session linked after the
+ *	  last lookup is linked after the erasure.
+ *	- purge takes row locks only, with SKIP LOCKED, and never waits: a
+ *	  session that is busy is left for the next pass. It locks sessions
+ *	  before their turns and contexts, as every writer does. An expired
+ *	  session is chosen with FOR UPDATE, which re-checks its last activity
+ *	  on the newest row version, so a session that just received a turn or
+ *	  a context is not purged; and while purge holds the lock, start_turn
+ *	  or context_add on that session waits, then starts afresh.
  *
  * Copyright (c) 2026, the convctx authors
  *

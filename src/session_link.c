@@ -4,10 +4,12 @@
  *	  Linking a session to an identity: link_session, and the link that
  *	  start_turn makes when it is given an identity.
  *
- * Concurrency: a link is decided under the lock of the session's row in
- * convctx.session (taken by an upsert), so of two identities racing for one
- * session exactly one wins; the other sees the winner's committed identity
- * and is refused. A refusal is written to convctx.audit_log by a
+ * Concurrency (the lock order is in docs/locking.md): a link is decided
+ * under the lock of the session's row in convctx.session (taken by an
+ * upsert, which creates the row when needed), so of two identities racing
+ * for one session exactly one wins; the other sees the winner's committed
+ * identity and is refused. The backfill of the session's turns comes
+ * before the link row, in the lock order. A refusal is written to convctx.audit_log by a
  * background worker in its own transaction, so it survives the ERROR that
  * rolls back the caller.
  *

@@ -4,11 +4,11 @@
  *	  Turn history writes: start_turn, finalize_turn and replace_turn
  *	  (the reads are in recent_turns.c).
  *
- * Concurrency rules:
- *	- Every function that changes a session's turns locks the session row
- *	  first, then turn rows, so that no two of them can deadlock; the row
- *	  also carries the session's live turn and answer counts, which they
- *	  keep exact (conversation_state reads them instead of counting).
+ * Concurrency rules (the lock order itself is in docs/locking.md):
+ *	- Every function here locks the session row first, then turn rows, as
+ *	  docs/locking.md orders; the row also carries the session's live turn
+ *	  and answer counts, which they keep exact (conversation_state reads
+ *	  them instead of counting).
  *	- A new turn is numbered under the lock of its session row: start_turn
  *	  increments last_turn_no in its convctx.session row (creating the row
  *	  for a new session), which locks the row until commit, so appends to one session are serialized and turn_no
