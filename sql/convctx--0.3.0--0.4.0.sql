@@ -6,6 +6,12 @@
 ------------------------------------------------------------------------------
 -- (locks) one lock order for every row convctx locks
 ------------------------------------------------------------------------------
+-- The order is in docs/locking.md. context_add and context_save now lock
+-- (creating it when missing) the conversation's session row before its
+-- context, and stamp its activity: a context-only conversation is an
+-- anonymous session without turns, which expires with convctx.session_ttl.
+COMMENT ON COLUMN convctx.session.last_activity_at IS
+    'when the session last started a turn, was linked or had its context written; anonymous sessions expire convctx.session_ttl after it';
 
 ------------------------------------------------------------------------------
 -- (retention) purge at any isolation level, at a cost that follows what expired

@@ -143,7 +143,9 @@ SELECT * FROM convctx.retention_settings();
 SHOW convctx.session_ttl;
 SHOW convctx.context_ttl;
 SHOW convctx.turn_retention;
--- three anonymous sessions (two idle for two days), one linked idle session, contexts
+-- three anonymous sessions (two idle for two days), one linked idle session, contexts;
+-- a context alone makes an anonymous session without turns (ctx-only-*), which expires
+-- with convctx.session_ttl like any other and takes its context with it
 SELECT count(convctx.start_turn(s, 'r' || i, 'q')) FROM unnest(ARRAY['anon-old-1', 'anon-old-2', 'anon-new']) s, generate_series(1, 3) i;
 SELECT convctx.start_turn('linked-old', 'r1', 'q', identity_id => 'user-9') IS NOT NULL;
 SELECT count(convctx.context_add(s, ARRAY['n'])) FROM unnest(ARRAY['anon-old-1', 'anon-new', 'linked-old', 'ctx-only-old', 'ctx-only-new']) s;

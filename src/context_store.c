@@ -3,11 +3,23 @@
  * context_store.c
  *	  The per-conversation context store: load, save and add.
  *
- * Concurrency: context_add is one INSERT ... ON CONFLICT DO UPDATE whose
- * update merges into the row version it has locked, so concurrent adds to
- * one conversation serialize on that row and none of their ids is lost.
- * context_save replaces the whole snapshot: the last writer wins, as the
- * caller asked.
+ * Concurrency (docs/locking.md has the lock order of every function):
+ * a conversation's context belongs to the session of the same id, so
+ * context_save and context_add lock that session's row first, creating it
+ * when it does not exist, exactly as start_turn does, and stamp its last
+ * activity; only then do they write the context row. Both are one
+ * statement: a CTE upserts the session row, the INSERT ... ON CONFLICT DO
+ * UPDATE of the context reads from it. A request that calls them before
+ * or after start_turn, finalize_turn or record_retrieval therefore takes
+ * its rows in the same order as every other function, and cannot deadlock
+ * with them, with erase_identity or with purge. context_add's update
+ * merges into the row version it has locked, so concurrent adds to one
+ * conversation serialize and none of their ids is lost. context_save
+ * replaces the whole snapshot: the last writer wins, as the caller asked.
+ *
+ * A conversation that only ever stores a context is therefore an
+ * anonymous session without turns: it expires convctx.session_ttl after
+ * its last activity, and purge takes its context with it.
  *
  * Limits (54000, nothing written): a node id has at most
  * CONVCTX_MAX_ID_BYTES, a stored context at most convctx.max_text_bytes;
@@ -40,19 +52,32 @@ static SPIPlanPtr context_add_plan = NULL;
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND conversation_id OPERATOR(pg_catalog.=) $2"
 
+/*
+ * The anchor of the conversation: lock its session row, creating it when
+ * it does not exist (as start_turn does), and stamp its activity. The
+ * statements below read from this CTE, so it runs before they touch the
+ * context row.
+ */
+#define CONTEXT_SESSION_CTE \
+	"WITH s AS (INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE SET" SESSION_ACTIVITY_SET \
+	" RETURNING 1)"
+
 #define CONTEXT_SAVE_SQL \
-	"INSERT INTO convctx.conversation_context AS c" \
+	CONTEXT_SESSION_CTE \
+	" INSERT INTO convctx.conversation_context AS c" \
 	"       (tenant_id, conversation_id, context_json, user_id)" \
-	" VALUES ($1, $2, $3, $4)" \
+	" SELECT $1, $2, $3, $4 FROM s" \
 	" ON CONFLICT (tenant_id, conversation_id) DO UPDATE" \
 	" SET context_json = EXCLUDED.context_json," \
 	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \
 	"     updated_at = pg_catalog.now()"
 
 #define CONTEXT_ADD_SQL \
-	"INSERT INTO convctx.conversation_context AS c" \
+	CONTEXT_SESSION_CTE \
+	" INSERT INTO convctx.conversation_context AS c" \
 	"       (tenant_id, conversation_id, context_json, user_id)" \
-	" VALUES ($1, $2, convctx.context_merge(NULL::pg_catalog.jsonb, $3, $5), $4)" \
+	" SELECT $1, $2, convctx.context_merge(NULL::pg_catalog.jsonb, $3, $5), $4 FROM s" \
 	" ON CONFLICT (tenant_id, conversation_id) DO UPDATE" \
 	" SET context_json = convctx.context_merge(c.context_json, $3, $5)," \
 	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \

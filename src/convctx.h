@@ -91,6 +91,14 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 							  text *identity_id, bool backfill);
 
 /*
+ * SQL fragment: the columns every statement that counts as activity of a
+ * conversation sets in its convctx.session row (a turn started, a link, a
+ * context written). Anonymous sessions expire convctx.session_ttl after it.
+ */
+#define SESSION_ACTIVITY_SET \
+	" last_activity_at = pg_catalog.statement_timestamp()"
+
+/*
  * SQL fragment: subtract from a session's counts the live current-version
  * turns (and their answers) among the rows a CTE "d" deleted or redacted,
  * d returning deleted_at (before the change), replaced_by_turn_id and

@@ -4,26 +4,28 @@
  *	  Redaction, erasure and retention: redact_turn, redact_session,
  *	  erase_identity, retention_settings, purge and purge_all.
  *
- * Concurrency rules:
+ * Concurrency rules (the lock order itself is in docs/locking.md):
  *	- Redaction takes the session row's lock first, like start_turn and
  *	  replace_turn, then clears text with a statement that starts after the
  *	  lock is granted: it sees every turn and version committed before it,
  *	  and none can be added to the session until it commits. A finalize that
  *	  races it waits on the turn's row lock and then finds a tombstone, so no
  *	  text ever comes back.
- *	- erase_identity locks the sessions of the identity in session_id order,
- *	  repeating until no newly linked session appears, and then erases
- *	  exactly the set it locked, never looking the links up again: a turn
- *	  of any of them either committed before the lock (and is erased) or
- *	  waits for the erasure to commit; it never touches a turn of a session
- *	  whose row it does not hold, so it cannot deadlock with finalize_turn.
- *	  A session linked after the last pass is linked after the erasure.
- *	- purge takes row locks only, with SKIP LOCKED: a session that is busy
- *	  is left for the next pass. It locks sessions before their turns, as
- *	  every writer of turns does, so it never deadlocks with them. An expired session is chosen with FOR
- *	  UPDATE, which re-checks its last activity on the newest row version,
- *	  so a session that just received a turn is not purged; and while purge
- *	  holds the lock, start_turn on that session waits, then starts afresh.
+ *	- erase_identity locks the sessions linked to the identity and the
+ *	  sessions of the contexts saved with it, strictly in session_id order
+ *	  (EraseLockSessions looks them up again after each lock and, when a new
+ *	  one sorts before one it holds, gives its locks back and starts over),
+ *	  and then erases exactly the set it locked, never looking the links up
+ *	  again: a turn of any of them either committed before the lock (and is
+ *	  erased) or waits for the erasure to commit. A session linked after the
+ *	  last lookup is linked after the erasure.
+ *	- purge takes row locks only, with SKIP LOCKED, and never waits: a
+ *	  session that is busy is left for the next pass. It locks sessions
+ *	  before their turns and contexts, as every writer does. An expired
+ *	  session is chosen with FOR UPDATE, which re-checks its last activity
+ *	  on the newest row version, so a session that just received a turn or
+ *	  a context is not purged; and while purge holds the lock, start_turn
+ *	  or context_add on that session waits, then starts afresh.
  *	- At any isolation level (docs/isolation-levels.md). Under read
  *	  committed the passes run as written, and the FOR UPDATE re-check above
  *	  happens inside the statement. Under repeatable read and serializable
@@ -44,6 +46,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
@@ -64,11 +67,13 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
+#include "idmap.h"
 
 static SPIPlanPtr redact_turn_plan = NULL;
 static SPIPlanPtr turn_exists_plan = NULL;
 static SPIPlanPtr redact_session_plan = NULL;
 static SPIPlanPtr redaction_lock_plan = NULL;
+static SPIPlanPtr erase_find_plan = NULL;
 static SPIPlanPtr erase_lock_plan = NULL;
 static SPIPlanPtr erase_sessions_plan = NULL;
 static SPIPlanPtr erase_links_plan = NULL;
@@ -130,16 +135,31 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /*
  * erase_identity. $1 is the tenant, $2 the identities to look for (the
- * identity, and the keyed stand-in of an earlier erasure of it): lock the
- * sessions linked to them in a fixed order.
+ * identity, and the keyed stand-in of an earlier erasure of it), $3 the
+ * identity: the sessions linked to them and the sessions whose context
+ * was saved with the identity as user_id (the contexts are deleted below,
+ * and a context row is locked only under its session's lock), in
+ * session_id order, each with whether it is linked. Locks nothing.
  */
+#define ERASE_FIND_SQL \
+	"WITH l AS (SELECT session_id FROM convctx.session_link" \
+	"            WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"              AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))," \
+	" c AS (SELECT conversation_id FROM convctx.conversation_context" \
+	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND user_id OPERATOR(pg_catalog.=) $3)" \
+	"SELECT s.session_id, s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
+	"  FROM convctx.session s" \
+	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
+	"        OR s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT conversation_id FROM c)))" \
+	" ORDER BY s.session_id"
+
+/* Lock the sessions $2 of tenant $1 in session_id order. */
 #define ERASE_LOCK_SQL \
-	"SELECT s.session_id FROM convctx.session s" \
-	"  JOIN convctx.session_link l ON l.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
-	"   AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
-	" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"   AND l.identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
-	" ORDER BY s.session_id FOR UPDATE OF s"
+	"SELECT session_id FROM convctx.session" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	" ORDER BY session_id FOR UPDATE"
 
 /*
  * The statements below act on $2, the sessions locked, and never look the
@@ -180,14 +200,20 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"   AND identity_id OPERATOR(pg_catalog.<>) $3"
 
 /*
- * The contexts of the sessions, and every context saved with the identity
- * as user_id. $3 is the identity.
+ * The contexts of the sessions locked, and the contexts saved with the
+ * identity as user_id that have no session row (stored before 0.4.0, when
+ * a context did not create one); $3 is the identity. A context saved with
+ * the identity in a session that was not locked was saved after the
+ * erasure's last pass, like a session linked after it.
  */
 #define ERASE_CONTEXTS_SQL \
-	"DELETE FROM convctx.conversation_context" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
-	"   AND (conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
-	"        OR user_id OPERATOR(pg_catalog.=) $3)"
+	"DELETE FROM convctx.conversation_context c" \
+	" WHERE c.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND (c.conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"        OR (c.user_id OPERATOR(pg_catalog.=) $3" \
+	"            AND NOT EXISTS (SELECT 1 FROM convctx.session s" \
+	"                 WHERE s.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
+	"                   AND s.session_id OPERATOR(pg_catalog.=) c.conversation_id)))"
 
 /*
  * The audit rows that name the identity ($2), in identity_id or as a value
@@ -409,48 +435,174 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(turns);
 }
 
+/* Order of session ids (COLLATE "C": bytes, then length). */
+static int
+SessionIdCmp(text *a, text *b)
+{
+	int			la = VARSIZE_ANY_EXHDR(a);
+	int			lb = VARSIZE_ANY_EXHDR(b);
+	int			c = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/* A session id of the SPI tuple table, copied into cxt. */
+static text *
+SessionIdCopy(int row, MemoryContext cxt)
+{
+	bool		isnull;
+	text	   *id = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[row],
+												  SPI_tuptable->tupdesc, 1, &isnull));
+	text	   *copy = (text *) MemoryContextAlloc(cxt, VARSIZE_ANY(id));
+
+	memcpy(copy, id, VARSIZE_ANY(id));
+	return copy;
+}
+
 /*
- * Lock every session linked to one of identities (a text[]) in the tenant,
- * in session_id order, until a pass finds no session that the one before
- * did not: a link committed while a pass waited for a lock is invisible to
- * that pass (its snapshot predates the commit) but not to the next. The
- * set only grows (links are never undone, linked sessions never purged, and
- * the locked ones cannot change), so equal counts mean equal sets. Returns
- * the session ids locked, as a text[] Datum in the caller's context, and
- * their number in *count. SPI must be connected.
+ * Lock the sessions ids[0..n-1] (sorted), adding those locked to the map
+ * held and raising *max_held. SPI must be connected.
  */
-static Datum
-EraseLockSessions(text *tenant, Datum identities, uint64 *count)
+static void
+EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held,
+			  MemoryContext cxt)
 {
 	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
-	Datum		values[2] = {PointerGetDatum(tenant), identities};
-	SPIPlanPtr	plan = SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes);
-	uint64		before = 0;
-	uint64		n;
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	Datum		values[2];
 	uint64		i;
-	Datum	   *ids;
-	MemoryContext spi = CurrentMemoryContext;
+	int			j;
 
-	for (;;)
+	for (j = 0; j < n; j++)
+		elems[j] = PointerGetDatum(ids[j]);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
 	{
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
-		n = SPI_processed;
-		if (n == before)
-			break;
-		before = n;
-		CHECK_FOR_INTERRUPTS();
-	}
+		text	   *id = SessionIdCopy(i, cxt);
+		bool		found;
 
-	MemoryContextSwitchTo(spi);
-	ids = palloc(sizeof(Datum) * Max(n, 1));
+		(void) IdMapInsert(held, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), &found);
+		if (*max_held == NULL || SessionIdCmp(id, *max_held) > 0)
+			*max_held = id;
+	}
+}
+
+/*
+ * Lock the sessions of an identity in the tenant (ERASE_FIND_SQL), always
+ * in session_id order, so that two erasures, or an erasure and any
+ * transaction that follows the lock order, never deadlock. A link or
+ * context committed while the erasure waited for a lock is invisible to
+ * the statement that waited, so the sessions are looked up again after
+ * every lock, until a lookup finds none that is not held; that last
+ * lookup, made with every session it returns locked, is the set erased
+ * (a context may change hands meanwhile, so the set can also shrink).
+ * New sessions that sort after every session held are simply locked next;
+ * when one sorts before, locking it now would break the order, so every
+ * lock is given back (the locks live in a subtransaction, rolled back)
+ * and the whole set is locked again in order. Returns the session ids as
+ * a text[] Datum in the caller's context, sets *linked to those linked to
+ * the identity (whose turns are erased; the others only lose their
+ * context) and *nlinked_out to their number. SPI must be connected.
+ */
+static Datum
+EraseLockSessions(text *tenant, Datum identities, text *identity_id,
+				  Datum *linked, uint64 *nlinked_out)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[3] = {PointerGetDatum(tenant), identities, PointerGetDatum(identity_id)};
+	SPIPlanPtr	plan = SpiKeptPlan(&erase_find_plan, ERASE_FIND_SQL, 3, argtypes);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	idmap_hash *held = idmap_create(cxt, 16, NULL);
+	text	   *max_held = NULL;
+	text	  **ids = NULL;
+	bool	   *is_linked = NULL;
+	int			n = 0;
+	Datum	   *all;
+	Datum	   *linked_ids;
+	int			nlinked = 0;
+	int			i;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			int			first_new = -1;
+			bool		in_order = true;
+
+			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_SELECT);
+			n = (int) SPI_processed;
+			ids = palloc(sizeof(text *) * Max(n, 1));
+			is_linked = palloc(sizeof(bool) * Max(n, 1));
+			for (i = 0; i < n; i++)
+			{
+				bool		isnull;
+
+				ids[i] = SessionIdCopy(i, cxt);
+				is_linked[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 2, &isnull));
+			}
+			/* Sorted: the first session not held is the smallest new one. */
+			for (i = 0; i < n && first_new < 0; i++)
+				if (IdMapLookup(held, VARDATA_ANY(ids[i]), VARSIZE_ANY_EXHDR(ids[i])) == NULL)
+					first_new = i;
+			if (first_new < 0)
+				break;
+			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0)
+				in_order = false;
+
+			if (in_order)
+				EraseLockSome(tenant, ids + first_new, n - first_new, held, &max_held, cxt);
+			else
+			{
+				/* Give every lock back, then take them all in order. */
+				RollbackAndReleaseCurrentSubTransaction();
+				MemoryContextSwitchTo(cxt);
+				CurrentResourceOwner = owner;
+				BeginInternalSubTransaction(NULL);
+				MemoryContextSwitchTo(cxt);
+				idmap_reset(held);
+				max_held = NULL;
+				EraseLockSome(tenant, ids, n, held, &max_held, cxt);
+			}
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		/* Leave no subtransaction behind for the caller's handler to meet. */
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	/* The locks now belong to the caller's transaction. */
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+
+	all = palloc(sizeof(Datum) * Max(n, 1));
+	linked_ids = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		bool		isnull;
-
-		ids[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		all[i] = PointerGetDatum(ids[i]);
+		if (is_linked[i])
+			linked_ids[nlinked++] = all[i];
 	}
-	*count = n;
-	return PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
+	*linked = PointerGetDatum(construct_array(linked_ids, nlinked, TEXTOID, -1, false, TYPALIGN_INT));
+	*nlinked_out = nlinked;
+	return PointerGetDatum(construct_array(all, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
 PG_FUNCTION_INFO_V1(convctx_erase_identity);
@@ -477,6 +629,7 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum		audit_values[3] = {PointerGetDatum(tenant), PointerGetDatum(identity_id),
 	PointerGetDatum(erased)};
+	Datum		locked;
 	Datum		sessions;
 	uint64		nsessions;
 	int64		turns = 0;
@@ -490,10 +643,10 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	 * to those sessions since are the identity's as well. The unkeyed marker
 	 * is every erased identity's, so it is not.
 	 */
-	sessions = EraseLockSessions(tenant,
-								 PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
-																 -1, false, TYPALIGN_INT)),
-								 &nsessions);
+	locked = EraseLockSessions(tenant,
+							   PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
+															   -1, false, TYPALIGN_INT)),
+							   identity_id, &sessions, &nsessions);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = sessions;
 	values[2] = PointerGetDatum(erased);
@@ -517,6 +670,8 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 		for (i = 0; i < n; i++)
 			PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
 	}
+	/* The contexts of every session locked, linked or not. */
+	values[1] = locked;
 	values[2] = PointerGetDatum(identity_id);
 	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);

@@ -4,10 +4,12 @@
  *	  Linking a session to an identity: link_session, and the link that
  *	  start_turn makes when it is given an identity.
  *
- * Concurrency: a link is decided under the lock of the session's row in
- * convctx.session (taken by an upsert), so of two identities racing for one
- * session exactly one wins; the other sees the winner's committed identity
- * and is refused. A refusal is written to convctx.audit_log by a
+ * Concurrency (the lock order is in docs/locking.md): a link is decided
+ * under the lock of the session's row in convctx.session (taken by an
+ * upsert, which creates the row when needed), so of two identities racing
+ * for one session exactly one wins; the other sees the winner's committed
+ * identity and is refused. The backfill of the session's turns comes
+ * before the link row, in the lock order. A refusal is written to convctx.audit_log by a
  * background worker in its own transaction, so it survives the ERROR that
  * rolls back the caller.
  *
@@ -36,7 +38,7 @@ static SPIPlanPtr backfill_plan = NULL;
 #define SESSION_LOCK_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
-	" SET last_activity_at = pg_catalog.statement_timestamp()" \
+	" SET" SESSION_ACTIVITY_SET \
 	" RETURNING identity_id"
 
 #define LINK_SQL \
@@ -109,11 +111,12 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 				audited ? 0 : errhint("The refusal could not be written to convctx.audit_log; see the server log."));
 	}
 
-	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
-			   false, 0, SPI_OK_UPDATE);
+	/* The session's turns before its link row, in the lock order. */
 	if (backfill)
 		SpiRunPlan(SpiKeptPlan(&backfill_plan, BACKFILL_SQL, 3, argtypes), values, NULL,
 				   false, 0, SPI_OK_UPDATE);
+	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
+			   false, 0, SPI_OK_UPDATE);
 }
 
 PG_FUNCTION_INFO_V1(convctx_link_session);

@@ -4,11 +4,11 @@
  *	  Turn history writes: start_turn, finalize_turn and replace_turn
  *	  (the reads are in recent_turns.c).
  *
- * Concurrency rules:
- *	- Every function that changes a session's turns locks the session row
- *	  first, then turn rows, so that no two of them can deadlock; the row
- *	  also carries the session's live turn and answer counts, which they
- *	  keep exact (conversation_state reads them instead of counting).
+ * Concurrency rules (the lock order itself is in docs/locking.md):
+ *	- Every function here locks the session row first, then turn rows, as
+ *	  docs/locking.md orders; the row also carries the session's live turn
+ *	  and answer counts, which they keep exact (conversation_state reads
+ *	  them instead of counting).
  *	- A new turn is numbered under the lock of its session row: start_turn
  *	  increments last_turn_no in its convctx.session row (creating the row
  *	  for a new session), which locks the row until commit, so appends to one session are serialized and turn_no
@@ -87,8 +87,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 /* Number the next turn of an existing session, locking its row. */
 #define SESSION_NEXT_TURN_SQL \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
-	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," \
-	"       last_activity_at = pg_catalog.statement_timestamp()" \
+	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	" RETURNING last_turn_no, identity_id"
 
@@ -98,8 +97,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" VALUES ($1, $2, 1, 1)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
-	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," \
-	"     last_activity_at = pg_catalog.statement_timestamp()" \
+	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
 	" RETURNING last_turn_no, identity_id"
 
 #define SESSION_UNTOUCH_SQL \
