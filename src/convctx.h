@@ -38,6 +38,7 @@ extern char *convctx_identity_hash_key;
 extern int	convctx_session_ttl;
 extern int	convctx_turn_retention;
 extern int	convctx_context_ttl;
+extern int	convctx_audit_retention;
 extern int	convctx_summary_threshold;
 
 /* SQLSTATE of a refused link of a session to a second identity. */
@@ -89,6 +90,16 @@ extern text *ErasedIdentity(text *identity_id);
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);
+
+/*
+ * SQL fragment: the SET item of every statement that records activity on a
+ * session row. Its expiry index holds activity_bin, a generated column
+ * (last_activity_at rounded down to 10 minutes) that follows without being
+ * named here; it changes at most once per bin, so almost every update
+ * changes no indexed value and stays HOT.
+ */
+#define SESSION_ACTIVITY_SET \
+	" last_activity_at = pg_catalog.statement_timestamp()"
 
 /*
  * SQL fragment: subtract from a session's counts the live current-version

@@ -60,11 +60,14 @@ static SPIPlanPtr erase_turns_plan = NULL;
 static SPIPlanPtr erase_tombstones_plan = NULL;
 static SPIPlanPtr erase_contexts_plan = NULL;
 static SPIPlanPtr erase_audit_plan = NULL;
-static SPIPlanPtr expired_sessions_plan = NULL;
 static SPIPlanPtr expired_session_turns_plan = NULL;
 static SPIPlanPtr emptied_sessions_plan = NULL;
-static SPIPlanPtr expired_turns_plan = NULL;
-static SPIPlanPtr expired_contexts_plan = NULL;
+
+/* The passes of one kind: [0] for every tenant, [1] for one. */
+static SPIPlanPtr expired_sessions_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_turns_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_contexts_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 
 /*
  * What a tombstone keeps: ids, request_id, timestamps, versions, and the
@@ -196,17 +199,31 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /*
  * The passes below take $1 an age in seconds, $2 the batch and $3 the one
- * tenant to purge, or NULL for every tenant.
+ * tenant to purge. Each comes in two kept plans, for every tenant
+ * (ALL_TENANTS: $3 unused) and for one (ONE_TENANT), each walking an index
+ * of its own in the order rows expired, so that a pass reads about as many
+ * rows as it deletes however large the tables are: a single plan with
+ * "$3 IS NULL OR tenant_id = $3" can use neither index.
+ *
+ * Sessions and contexts are found by activity_bin and updated_bin, their
+ * last activity rounded down to 10 minutes (generated columns, indexed
+ * instead of the exact times so that the updates of every turn stay HOT):
+ * a bin before the cutoff holds every row that expired and, in the last
+ * bin, some that did not yet, which the exact time rechecked rules out.
+ * Only the last pass of a run reaches that bin.
  */
-#define TENANT_FILTER \
-	" AND ($3::pg_catalog.text IS NULL OR tenant_id OPERATOR(pg_catalog.=) $3)"
+#define ALL_TENANTS ""
+#define ONE_TENANT " AND tenant_id OPERATOR(pg_catalog.=) $3"
 
-#define EXPIRED_SESSIONS_SQL \
+#define CUTOFF \
+	" (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))"
+
+#define EXPIRED_SESSIONS_SQL(tenant) \
 	"SELECT tenant_id, session_id FROM convctx.session" \
-	" WHERE identity_id IS NULL" TENANT_FILTER \
-	"   AND last_activity_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"       OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	" ORDER BY last_activity_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+	" WHERE identity_id IS NULL" tenant \
+	"   AND activity_bin OPERATOR(pg_catalog.<)" CUTOFF \
+	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
+	" ORDER BY activity_bin LIMIT $2 FOR UPDATE SKIP LOCKED"
 
 /* $1 tenants, $2 sessions, $3 batch */
 #define EXPIRED_SESSION_TURNS_SQL \
@@ -243,15 +260,14 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  GROUP BY u.tenant_id"
 
 /*
- * The sessions of the old turns are locked
- * first (skipping busy ones), as every writer of turns does; what was
- * recorded for the turns goes with them.
+ * The oldest turns, by turn_created (every tenant) or turn_created_tenant
+ * (one). The sessions of the old turns are locked first (skipping busy
+ * ones), as every writer of turns does; what was recorded for the turns
+ * goes with them.
  */
-#define EXPIRED_TURNS_SQL \
+#define EXPIRED_TURNS_SQL(tenant) \
 	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
-	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	TENANT_FILTER \
+	"   WHERE created_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
 	"   WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (SELECT tenant_id, session_id FROM cand)" \
@@ -272,13 +288,26 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
-#define EXPIRED_CONTEXTS_SQL \
+#define EXPIRED_CONTEXTS_SQL(tenant) \
 	"WITH d AS (DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.conversation_context" \
-	"   WHERE updated_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	TENANT_FILTER \
-	"   LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
+	"   WHERE updated_bin OPERATOR(pg_catalog.<)" CUTOFF \
+	"     AND updated_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
+	"   ORDER BY updated_bin LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
+	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
+
+/*
+ * The audit log's retention (convctx.audit_retention), by audit_log_logged
+ * or audit_log_logged_tenant. Rows another transaction holds are skipped:
+ * erase_identity, which rewrites the rows naming an identity, waits for
+ * this pass instead (it does not skip), so a row this pass locked and then
+ * kept (its transaction rolled back) is still rewritten.
+ */
+#define EXPIRED_AUDIT_SQL(tenant) \
+	"WITH d AS (DELETE FROM convctx.audit_log WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT ctid FROM convctx.audit_log" \
+	"   WHERE logged_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
+	"   ORDER BY logged_at LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
 /*
@@ -530,20 +559,22 @@ SecondsInterval(int seconds, bool *isnull)
 PG_FUNCTION_INFO_V1(convctx_retention_settings);
 
 /*
- * retention_settings() -> (session_ttl, turn_retention, context_ttl)
+ * retention_settings() -> (session_ttl, turn_retention, context_ttl,
+ *						   audit_retention)
  */
 Datum
 convctx_retention_settings(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[3];
-	bool		nulls[3];
+	Datum		values[4];
+	bool		nulls[4];
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	values[0] = SecondsInterval(convctx_session_ttl, &nulls[0]);
 	values[1] = SecondsInterval(convctx_turn_retention, &nulls[1]);
 	values[2] = SecondsInterval(convctx_context_ttl, &nulls[2]);
+	values[3] = SecondsInterval(convctx_audit_retention, &nulls[3]);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
@@ -553,6 +584,7 @@ typedef struct PurgeCounts
 	int64		anonymous_turns;
 	int64		expired_turns;
 	int64		contexts;
+	int64		audit_rows;
 } PurgeCounts;
 
 /* What one purge deleted of one tenant; entries of a hash keyed by tenant. */
@@ -562,18 +594,28 @@ typedef struct PurgeTenant
 	PurgeCounts c;
 } PurgeTenant;
 
+/*
+ * The counts as JSON; "audit_rows" only when convctx.audit_retention is
+ * set, so that what purge returned and logged before it existed keeps its
+ * shape.
+ */
 static char *
 PurgeCountsJson(PurgeCounts *c)
 {
+	char	   *audit = convctx_audit_retention > 0 ?
+		psprintf(", \"audit_rows\": " INT64_FORMAT, c->audit_rows) : "";
+
 	return psprintf("{\"anonymous_sessions\": " INT64_FORMAT ", \"anonymous_turns\": " INT64_FORMAT
-					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "}",
-					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts);
+					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "%s}",
+					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts,
+					audit);
 }
 
 static int64
 PurgeCountsTotal(PurgeCounts *c)
 {
-	return c->anonymous_sessions + c->anonymous_turns + c->expired_turns + c->contexts;
+	return c->anonymous_sessions + c->anonymous_turns + c->expired_turns + c->contexts +
+		c->audit_rows;
 }
 
 /* Per-tenant counts, in the current memory context (so it outlives SPI). */
@@ -631,6 +673,7 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
 
 	values[1] = Int32GetDatum(batch);
 	values[2] = PointerGetDatum(tenant);
@@ -645,7 +688,9 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 		Datum		arrvalues[3];
 
 		values[0] = Int32GetDatum(convctx_session_ttl);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_sessions_plan[one],
+								   one ? EXPIRED_SESSIONS_SQL(ONE_TENANT) : EXPIRED_SESSIONS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		n = SPI_processed;
 		if (n > 0)
@@ -679,7 +724,9 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	if (convctx_turn_retention > 0)
 	{
 		values[0] = Int32GetDatum(convctx_turn_retention);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan[one],
+								   one ? EXPIRED_TURNS_SQL(ONE_TENANT) : EXPIRED_TURNS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, expired_turns), (size_t) -1);
 	}
@@ -687,9 +734,22 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	if (convctx_context_ttl > 0)
 	{
 		values[0] = Int32GetDatum(convctx_context_ttl);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan[one],
+								   one ? EXPIRED_CONTEXTS_SQL(ONE_TENANT) : EXPIRED_CONTEXTS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, contexts), (size_t) -1);
+	}
+
+	/* Last: the purge's own audit rows come after, in the same transaction. */
+	if (convctx_audit_retention > 0)
+	{
+		values[0] = Int32GetDatum(convctx_audit_retention);
+		SpiRunBulkPlan(SpiKeptPlan(&expired_audit_plan[one],
+								   one ? EXPIRED_AUDIT_SQL(ONE_TENANT) : EXPIRED_AUDIT_SQL(ALL_TENANTS),
+								   3, argtypes),
+				       values, nulls, false, 0, SPI_OK_SELECT);
+		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, audit_rows), (size_t) -1);
 	}
 }
 
@@ -703,10 +763,12 @@ PG_FUNCTION_INFO_V1(convctx_purge);
 
 /*
  * purge(batch_size) -> jsonb counts. A role bound to a tenant purges that
- * tenant only, and its purge is one audit row of that tenant. A role that
- * serves every tenant purges them all, and each tenant touched gets an
- * audit row of its own with its own counts (untouched tenants none), so
- * no tenant's log shows another tenant's numbers.
+ * tenant only, and its purge is one audit row of that tenant when it
+ * deleted something. A role that serves every tenant purges them all, and
+ * each tenant touched gets an audit row of its own with its own counts
+ * (untouched tenants none), so no tenant's log shows another tenant's
+ * numbers. A pass that deleted nothing writes no row: purge_all ends with
+ * such a pass, and the pg_cron job runs every few minutes.
  */
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
@@ -714,7 +776,7 @@ convctx_purge(PG_FUNCTION_ARGS)
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	const char *bound = BoundTenant();
 	HTAB	   *tenants = PurgeTenantsCreate();
-	PurgeCounts counts = {0, 0, 0, 0};
+	PurgeCounts counts = {0, 0, 0, 0, 0};
 	PurgeTenant **touched;
 	PurgeTenant *e;
 	HASH_SEQ_STATUS seq;
@@ -734,10 +796,12 @@ convctx_purge(PG_FUNCTION_ARGS)
 		counts.anonymous_turns += e->c.anonymous_turns;
 		counts.expired_turns += e->c.expired_turns;
 		counts.contexts += e->c.contexts;
+		counts.audit_rows += e->c.audit_rows;
 		if (PurgeCountsTotal(&e->c) > 0)
 			touched[n++] = e;
 	}
-	if (tenant != NULL)
+	/* Only a pass that deleted something is logged (docs/retention.md). */
+	if (tenant != NULL && PurgeCountsTotal(&counts) > 0)
 		AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
 	else
 	{
@@ -761,7 +825,8 @@ convctx_purge(PG_FUNCTION_ARGS)
 	"SELECT (r OPERATOR(pg_catalog.->>) 'anonymous_sessions')::pg_catalog.int8," \
 	"       (r OPERATOR(pg_catalog.->>) 'anonymous_turns')::pg_catalog.int8," \
 	"       (r OPERATOR(pg_catalog.->>) 'expired_turns')::pg_catalog.int8," \
-	"       (r OPERATOR(pg_catalog.->>) 'contexts')::pg_catalog.int8" \
+	"       (r OPERATOR(pg_catalog.->>) 'contexts')::pg_catalog.int8," \
+	"       COALESCE((r OPERATOR(pg_catalog.->>) 'audit_rows')::pg_catalog.int8, 0)" \
 	"  FROM convctx.purge($1) AS r"
 
 static SPIPlanPtr purge_pass_plan = NULL;
@@ -791,7 +856,7 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 		SpiRunBulkPlan(SpiKeptPlan(&purge_pass_plan, PURGE_PASS_SQL, 1, argtypes),
 				       values, NULL, false, 0, SPI_OK_SELECT);
 		deleted = 0;
-		for (i = 1; i <= 4; i++)
+		for (i = 1; i <= 5; i++)
 		{
 			bool		isnull;
 

@@ -36,7 +36,7 @@ static SPIPlanPtr backfill_plan = NULL;
 #define SESSION_LOCK_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
-	" SET last_activity_at = pg_catalog.statement_timestamp()" \
+	" SET" SESSION_ACTIVITY_SET \
 	" RETURNING identity_id"
 
 #define LINK_SQL \

@@ -87,8 +87,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 /* Number the next turn of an existing session, locking its row. */
 #define SESSION_NEXT_TURN_SQL \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
-	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," \
-	"       last_activity_at = pg_catalog.statement_timestamp()" \
+	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	" RETURNING last_turn_no, identity_id"
 
@@ -98,8 +97,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 	" VALUES ($1, $2, 1, 1)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
-	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," \
-	"     last_activity_at = pg_catalog.statement_timestamp()" \
+	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
 	" RETURNING last_turn_no, identity_id"
 
 #define SESSION_UNTOUCH_SQL \
