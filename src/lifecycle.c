@@ -200,7 +200,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 /*
  * The passes below take $1 an age in seconds, $2 the batch and $3 the one
  * tenant to purge. Each comes in two kept plans, for every tenant
- * (ALL_TENANTS: $3 unused) and for one (ONE_TENANT), each walking an index
+ * (ALL_TENANTS, $3 unused) and for one (ONE_TENANT), each walking an index
  * of its own in the order rows expired, so that a pass reads about as many
  * rows as it deletes however large the tables are: a single plan with
  * "$3 IS NULL OR tenant_id = $3" can use neither index.
@@ -212,16 +212,25 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * bin, some that did not yet, which the exact time rechecked rules out.
  * Only the last pass of a run reaches that bin.
  */
-#define ALL_TENANTS ""
-#define ONE_TENANT " AND tenant_id OPERATOR(pg_catalog.=) $3"
-
 #define CUTOFF \
 	" (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))"
 
-#define EXPIRED_SESSIONS_SQL(tenant) \
+/*
+ * The expiry condition on column col (indexed alone and after tenant_id).
+ * For one tenant it is a row comparison, which only the index led by
+ * tenant_id can take as a bound: written as "tenant_id = $3 AND col <
+ * cutoff", a generic plan is as likely to walk the index of every tenant,
+ * reading every other tenant's expired rows to find this one's.
+ */
+#define ALL_TENANTS(col) " AND " col " OPERATOR(pg_catalog.<)" CUTOFF
+#define ONE_TENANT(col) \
+	" AND tenant_id OPERATOR(pg_catalog.=) $3" \
+	" AND (tenant_id, " col ") OPERATOR(pg_catalog.<)" \
+	"     ($3::pg_catalog.text COLLATE pg_catalog.\"C\"," CUTOFF ")"
+
+#define EXPIRED_SESSIONS_SQL(scope) \
 	"SELECT tenant_id, session_id FROM convctx.session" \
-	" WHERE identity_id IS NULL" tenant \
-	"   AND activity_bin OPERATOR(pg_catalog.<)" CUTOFF \
+	" WHERE identity_id IS NULL" scope("activity_bin") \
 	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
 	" ORDER BY activity_bin LIMIT $2 FOR UPDATE SKIP LOCKED"
 
@@ -265,9 +274,9 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * ones), as every writer of turns does; what was recorded for the turns
  * goes with them.
  */
-#define EXPIRED_TURNS_SQL(tenant) \
+#define EXPIRED_TURNS_SQL(scope) \
 	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
-	"   WHERE created_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
+	"   WHERE true" scope("created_at") \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
 	"   WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (SELECT tenant_id, session_id FROM cand)" \
@@ -288,11 +297,10 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
-#define EXPIRED_CONTEXTS_SQL(tenant) \
+#define EXPIRED_CONTEXTS_SQL(scope) \
 	"WITH d AS (DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.conversation_context" \
-	"   WHERE updated_bin OPERATOR(pg_catalog.<)" CUTOFF \
-	"     AND updated_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
+	"   WHERE updated_at OPERATOR(pg_catalog.<)" CUTOFF scope("updated_bin") \
 	"   ORDER BY updated_bin LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
@@ -303,10 +311,10 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * this pass instead (it does not skip), so a row this pass locked and then
  * kept (its transaction rolled back) is still rewritten.
  */
-#define EXPIRED_AUDIT_SQL(tenant) \
+#define EXPIRED_AUDIT_SQL(scope) \
 	"WITH d AS (DELETE FROM convctx.audit_log WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.audit_log" \
-	"   WHERE logged_at OPERATOR(pg_catalog.<)" CUTOFF tenant \
+	"   WHERE true" scope("logged_at") \
 	"   ORDER BY logged_at LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
