@@ -62,13 +62,13 @@ done
 # it (no bins, no expiry indexes), and with the naive index on the exact
 # times (last_activity_at, updated_at) that the bins avoid.
 HOT_SECONDS=${CONVCTX_BENCH_HOT_SECONDS:-8}
-HOT_ROUNDS=${CONVCTX_BENCH_HOT_ROUNDS:-3}
+HOT_ROUNDS=${CONVCTX_BENCH_HOT_ROUNDS:-5}
 PGBENCH="$("$PG_CONFIG" --bindir)/pgbench"
 SIDES=(bins none exact)
 for side in "${SIDES[@]}"; do
     createdb "hot_$side"
     psql -X -q -v ON_ERROR_STOP=1 -d "hot_$side" <<SQL >/dev/null
-SET client_min_messages = warning;
+SET client_min_messages = error;
 CREATE EXTENSION convctx;
 $( [ "$side" != bins ] && echo "ALTER TABLE convctx.session DROP COLUMN activity_bin;
 ALTER TABLE convctx.conversation_context DROP COLUMN updated_bin;" )
@@ -82,16 +82,17 @@ done
 for round in $(seq 1 "$HOT_ROUNDS"); do
     for i in 0 1 2; do
         side=${SIDES[$(( (i + round) % 3 ))]}
-        stats="SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = 'convctx.session'::regclass"
-        read -r u0 h0 < <(psql -X -At -F ' ' -d "hot_$side" -c "SELECT pg_stat_force_next_flush()" -c "$stats" | tail -1)
+        stats="SELECT string_agg(n_tup_upd || ' ' || n_tup_hot_upd, ' ' ORDER BY relname DESC) FROM pg_stat_user_tables
+               WHERE relid = ANY ('{convctx.session,convctx.conversation_context}'::regclass[])"
+        read -r u0 h0 cu0 ch0 < <(psql -X -At -d "hot_$side" -c "SELECT pg_stat_force_next_flush()" -c "$stats" | tail -1)
         log="$OUT/hot_${side}_$round.log"
         if ! "$PGBENCH" -n -M prepared -c 4 -j 2 -T "$HOT_SECONDS" -f "$HERE/turns.pgbench" "hot_$side" >"$log" 2>&1 ||
            ! grep -qE '^number of failed transactions: 0 ' "$log"; then
             echo "== pgbench failed:"; cat "$log"; exit 1
         fi
         sleep 1
-        read -r u1 h1 < <(psql -X -At -F ' ' -d "hot_$side" -c "$stats")
-        echo "$side $(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$log") $(( u1 - u0 )) $(( h1 - h0 ))" >>"$OUT/hot"
+        read -r u1 h1 cu1 ch1 < <(psql -X -At -d "hot_$side" -c "$stats")
+        echo "$side $(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$log") $(( u1 - u0 )) $(( h1 - h0 )) $(( cu1 - cu0 )) $(( ch1 - ch0 ))" >>"$OUT/hot"
     done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -111,16 +112,17 @@ awk '$2 > 0 { k = $3 " " $1; ms[k] = ms[k] " " $4; buf[k] = buf[k] " " $5 }
     sort -k1,1 -k2,2n | awk '{ printf "%-20s %-9s %-26s %s %s\n", $1, $2, $3 " " $4, $5, $6 }'
 echo
 echo "turn throughput, 4 clients, start_turn + finalize_turn + context_add, median of $HOT_ROUNDS interleaved ${HOT_SECONDS} s runs [min-max]"
-printf '%-52s %-24s %s\n' "convctx.session" "tps" "HOT updates / updates"
+printf '%-38s %-20s %-28s %s\n' "schema" "tps" "session: HOT / updates" "context: HOT / updates"
 for side in "${SIDES[@]}"; do
     case $side in
         bins) what="activity_bin indexed (0.4.0)" ;;
         none) what="no expiry index (0.3.0)" ;;
         exact) what="last_activity_at indexed (avoided)" ;;
     esac
-    awk -v s="$side" -v what="$what" '$1 == s { n++; t[n] = $2; u += $3; h += $4 }
+    awk -v s="$side" -v what="$what" '$1 == s { n++; t[n] = $2; u += $3; h += $4; cu += $5; ch += $6 }
         END { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (t[j] + 0 < t[i] + 0) { x = t[i]; t[i] = t[j]; t[j] = x }
-              printf "%-52s %-24s %d / %d (%.1f%%)\n", what, sprintf("%.0f [%.0f-%.0f]", t[int((n + 1) / 2)], t[1], t[n]), h, u, 100 * h / u }' "$OUT/hot"
+              printf "%-38s %-20s %-28s %s\n", what, sprintf("%.0f [%.0f-%.0f]", t[int((n + 1) / 2)], t[1], t[n]),
+                     sprintf("%d / %d (%.1f%%)", h, u, 100 * h / u), sprintf("%d / %d (%.1f%%)", ch, cu, 100 * ch / cu) }' "$OUT/hot"
 done
 echo
 echo "raw measures: $OUT/raw, $OUT/hot; total $(( $(date +%s) - started )) s"

@@ -2,7 +2,7 @@
 -- tenant, a fixed expired backlog, and procedures that grow the live data
 -- and measure one pass.
 \set ON_ERROR_STOP 1
-SET client_min_messages = warning;
+SET client_min_messages = error;
 CREATE EXTENSION IF NOT EXISTS convctx;
 SET client_min_messages = notice;
 CREATE SCHEMA bench;
