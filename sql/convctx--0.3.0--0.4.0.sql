@@ -75,9 +75,82 @@ COMMENT ON FUNCTION convctx.purge(integer) IS
 -- (replication) hot standbys, logical replication and failover
 ------------------------------------------------------------------------------
 
+-- Writers refuse on a standby and in a read-only transaction with 25006
+-- naming the function (src/spi_util.c, CheckWritable): no catalog change.
+
+-- Built-in follow-up phrases are no longer rows. Every CREATE EXTENSION
+-- inserted them, so a subscriber already held them and the initial copy
+-- of convctx.followup_phrase from a publisher failed with 23505 forever.
+-- They are now a view, which no publication carries and pg_dump leaves to
+-- CREATE EXTENSION; is_followup reads the view and the table together.
+-- The table holds only the phrases tenants add, and is dumped and
+-- replicated in full. A built-in phrase deleted from the table by hand
+-- before 0.4.0 is in force again (list your own instead). Column builtin
+-- stays, always false: a subscriber applies a publisher's rows only when
+-- every column the publisher sends exists on it, so dropping the column
+-- would stop the replication of a pair whose two sides are updated one
+-- after the other (and a dump of 0.3.0 names it too).
+CREATE VIEW convctx.builtin_followup_phrase (kind, phrase) WITH (security_invoker = true) AS
+VALUES
+    ('clarification'::pg_catalog.text, '¿seguro?'::pg_catalog.text),
+    ('clarification', '¿estás seguro?'),
+    ('clarification', '¿está seguro?'),
+    ('clarification', 'explícame más'),
+    ('clarification', 'explícalo'),
+    ('clarification', '¿qué quieres decir?'),
+    ('clarification', 'are you sure'),
+    ('clarification', 'explain more'),
+    ('clarification', 'tell me more'),
+    ('clarification', 'what do you mean'),
+    ('clarification', 'can you elaborate'),
+    ('clarification', 'can you clarify'),
+    ('fresh_keyword', 'artículo'),
+    ('fresh_keyword', 'ley'),
+    ('fresh_keyword', 'código'),
+    ('fresh_keyword', 'article'),
+    ('fresh_keyword', 'law'),
+    ('fresh_keyword', 'code'),
+    ('fresh_keyword', 'section'),
+    ('fresh_keyword', 'statute');
+
+COMMENT ON VIEW convctx.builtin_followup_phrase IS
+    'the built-in phrases of is_followup, for every tenant: part of the extension, not of its data (never dumped or replicated); tenants add theirs to convctx.followup_phrase';
+REVOKE ALL ON convctx.builtin_followup_phrase FROM PUBLIC;
+
+DELETE FROM convctx.followup_phrase WHERE builtin;
+COMMENT ON COLUMN convctx.followup_phrase.builtin IS
+    'no longer used, always false (the built-in phrases are the view convctx.builtin_followup_phrase); kept so that rows from a 0.3.0 server or dump still fit';
+
+COMMENT ON TABLE convctx.followup_phrase IS
+    'phrases tenants add to is_followup (beside convctx.builtin_followup_phrase): clarification phrases (reuse the previous context) and fresh_keyword (always retrieve); tenant '''' applies to every tenant';
+COMMENT ON POLICY shared_phrases ON convctx.followup_phrase IS
+    'the shared phrases (tenant '''') are readable by every tenant';
+
+-- audit_id was taken from a sequence, which logical replication does not
+-- carry: after a failover to a subscriber the sequence there started
+-- again at 1 and every audited function failed with 23505 until someone
+-- ran setval. A random UUID cannot collide on any server, and nothing
+-- needs to be advanced after a failover. Rows written before keep their
+-- number, as a UUID of version 0 (0000...000n) that no random (version 4)
+-- UUID can equal, the same value on every server that converts them.
+-- Readers order by logged_at, then audit_id.
+ALTER TABLE convctx.audit_log ALTER COLUMN audit_id DROP DEFAULT;
+ALTER TABLE convctx.audit_log ALTER COLUMN audit_id TYPE pg_catalog.uuid
+    USING pg_catalog.lpad(pg_catalog.to_hex(audit_id), 32, '0')::pg_catalog.uuid;
+ALTER TABLE convctx.audit_log ALTER COLUMN audit_id SET DEFAULT pg_catalog.gen_random_uuid();
+ALTER EXTENSION convctx DROP SEQUENCE convctx.audit_log_audit_id_seq;
+DROP SEQUENCE convctx.audit_log_audit_id_seq;
+
+COMMENT ON COLUMN convctx.audit_log.audit_id IS
+    'random key (gen_random_uuid()), unique on every server, also after a failover to a logical replica; rows from before 0.4.0 keep their old number as 0000...n; administrators read the log through convctx.audit, without it';
+COMMENT ON FUNCTION convctx.admin_audit() IS
+    'the audit log of the tenant the caller acts for (every tenant for superusers and roles bound to every tenant), oldest first (by logged_at), without audit_id';
+
 ------------------------------------------------------------------------------
 -- (tombstones) reads that do not grow with tombstones
 ------------------------------------------------------------------------------
+-- No catalog change: the prompt reads stop once they have read as many live turns as
+-- the session row counts (live_turns, live_answers), see docs/tombstones.md.
 
 ------------------------------------------------------------------------------
 -- (final) every function runs as its caller, with a pinned search path

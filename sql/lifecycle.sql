@@ -120,7 +120,7 @@ SELECT convctx.erase_identity(NULL);
 -- every redaction and erasure is in the audit log: ids and counts, never content
 SELECT tenant_id, role_name = current_user AS by_caller, action, session_id, identity_id,
        regexp_replace(details::text, '[0-9a-f]{8}-[0-9a-f-]{27}', '<turn>') AS details
-FROM convctx.audit_log ORDER BY audit_id;
+FROM convctx.audit_log ORDER BY logged_at, audit_id;
 SELECT count(*) AS content_in_audit FROM convctx.audit_log
 WHERE details::text ~ '(private|secret|answer|A for)';
 
@@ -184,13 +184,13 @@ SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk
 -- something of, and none when it deleted nothing: the four purges above that did, then
 -- purge_all's passes; which turns a pass takes follows the table's physical order, so its
 -- passes are checked together: each within the batch, together everything, none empty
-SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id LIMIT 4;
+SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id LIMIT 4;
 SELECT bool_and((details->>'anonymous_turns')::int <= 7 AND (details->>'anonymous_sessions')::int <= 7) AS within_batch,
        sum((details->>'anonymous_turns')::int) AS turns,
        sum((details->>'anonymous_sessions')::int) AS sessions,
        sum((details->>'contexts')::int) AS contexts,
        sum((details->>'expired_turns')::int) AS expired_turns
-FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY audit_id OFFSET 4) p;
+FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id OFFSET 4) p;
 SELECT count(*) AS empty_purge_rows FROM convctx.audit_log
 WHERE action = 'purge' AND details = '{"contexts": 0, "expired_turns": 0, "anonymous_turns": 0, "anonymous_sessions": 0}';
 -- two tenants: each tenant's row has that tenant's counts only, tenant C (untouched) none

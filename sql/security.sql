@@ -363,7 +363,7 @@ RESET ROLE;
 SELECT tenant_id, session_id, identity_id FROM convctx.session_link ORDER BY 1, 2;
 SELECT tenant_id, action, CASE WHEN role_name = session_user THEN '(superuser)' ELSE role_name END AS role_name,
        acting_role, session_id, identity_id, details FROM convctx.audit_log
-WHERE action = 'link_refused' ORDER BY audit_id;
+WHERE action = 'link_refused' ORDER BY logged_at, audit_id;
 SELECT pg_temp.b_changed_rows();
 
 ------------------------------------------------------------------------------
@@ -625,7 +625,7 @@ SELECT convctx.unbind_role_tenant('no_such_role') AS was_bound;
 SELECT role_name, tenant_id FROM convctx.role_tenant ORDER BY role_name;
 -- bindings are audited in the tenant they concern
 SELECT tenant_id, action, details FROM convctx.audit_log
-WHERE action IN ('bind_role_tenant', 'bind_role_all_tenants', 'unbind_role_tenant') ORDER BY audit_id;
+WHERE action IN ('bind_role_tenant', 'bind_role_all_tenants', 'unbind_role_tenant') ORDER BY logged_at, audit_id;
 -- fail closed: a role that is bound to nothing acts for no tenant, whatever
 -- convctx.tenant says; every tenant-scoped function refuses it, with a hint
 CREATE ROLE tenant_free_app NOLOGIN IN ROLE convctx_app;
@@ -937,7 +937,7 @@ SELECT tenant_id, session_id, turn_no, request_id, record_version, question_neut
 FROM convctx.turn WHERE tenant_id = 'A' ORDER BY session_id, turn_no, record_version;
 SELECT tenant_id, action, details - 'turn_id' AS details FROM convctx.audit_log
 WHERE coalesce(acting_role, role_name) = 'tenant_a_admin' AND action IN ('redact_turn', 'redact_session', 'erase_identity', 'purge')
-ORDER BY audit_id DESC LIMIT 5;
+ORDER BY logged_at DESC, audit_id DESC LIMIT 5;
 SELECT pg_temp.b_changed_rows();
 REVOKE CREATE ON SCHEMA public FROM tenant_a_hostile;
 DROP OWNED BY tenant_a_hostile;

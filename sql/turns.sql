@@ -282,7 +282,7 @@ SELECT convctx.start_turn('s1', 'req-5', 'q', identity_id => 'intruder');
 SELECT session_id, identity_id FROM convctx.session_link WHERE session_id = 's1';
 SELECT count(*) AS turns_for_req5 FROM convctx.turn WHERE request_id = 'req-5';
 SELECT tenant_id, role_name = current_user AS by_caller, action, session_id, identity_id, details
-FROM convctx.audit_log ORDER BY audit_id;
+FROM convctx.audit_log ORDER BY logged_at, audit_id;
 -- the audit row survives the caller's rollback
 BEGIN;
 SELECT convctx.link_session('intruder-2', 's1');

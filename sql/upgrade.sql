@@ -85,6 +85,7 @@ INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, in
 VALUES ('acme', 's1', 2, '[{"id": "year", "question": "Which year?", "type": "text"}]', '{"scope": "vat"}');
 INSERT INTO convctx.audit_log (tenant_id, action, session_id, details)
 VALUES ('acme', 'redact_turn', 's1', '{"turns": 1}');
+INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('acme', 'clarification', 'dime más');
 RESET convctx.tenant;
 
 -- 0.2.0: the summary mark in the session row, and roles bound to tenants
@@ -99,25 +100,36 @@ INSERT INTO convctx.role_tenant (role_id, tenant_id, role_name)
 VALUES ('upgrade_app_acme', 'acme', 'upgrade_app_acme'), ('upgrade_admin_acme', 'acme', 'upgrade_admin_acme');
 
 -- every stored row, as one fingerprint per table over the columns the
--- table has now (columns added by the update do not count)
+-- table has now (columns added by the update do not count); the built-in
+-- phrases the install script inserted are not data (0.4.0 moves them to a
+-- view), and audit_id changes type in 0.4.0 (checked below)
 CREATE FUNCTION pg_temp.fingerprint(t regclass, keys text[], OUT n bigint, OUT h text)
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('SELECT count(*), md5(string_agg(j::text, ''|'' ORDER BY j::text))
                     FROM (SELECT (SELECT jsonb_object_agg(k, v) FROM jsonb_each(to_jsonb(x)) e(k, v)
-                                   WHERE k = ANY ($1)) AS j FROM %s x) s', t)
+                                   WHERE k = ANY ($1)) AS j FROM %s x
+                           WHERE (to_jsonb(x)->>''builtin'') IS DISTINCT FROM ''true'') s', t)
        INTO n, h USING keys;
 END $$;
 CREATE TEMP TABLE before_update AS
 SELECT c.relname AS t, f.n, f.h, k.keys
 FROM pg_class c
 CROSS JOIN LATERAL (SELECT array_agg(attname::text) AS keys FROM pg_attribute
-                    WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped) k
+                    WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped
+                      AND attname NOT IN ('builtin', 'audit_id')) k
 CROSS JOIN LATERAL pg_temp.fingerprint(c.oid, k.keys) f
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r' AND c.relname <> 'role_tenant';
 
+SELECT audit_id AS audit_id_before FROM convctx.audit_log;
+
 ALTER EXTENSION convctx UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'convctx';
+-- the audit row keeps its number, now as a UUID no random one can equal;
+-- the built-in phrases left the table for a view, the tenant's stayed
+SELECT audit_id AS audit_id_after FROM convctx.audit_log;
+SELECT tenant_id, kind, phrase FROM convctx.followup_phrase ORDER BY 1, 2, 3;
+SELECT count(*) AS builtin_phrases FROM convctx.builtin_followup_phrase;
 
 -- the data came through unchanged
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows

@@ -160,6 +160,7 @@ PG_FUNCTION_INFO_V1(convctx_context_save);
 Datum
 convctx_context_save(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(context_save);
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
 	text	   *user_id = ArgOptionalId(fcinfo, 2, "user_id");
 	Jsonb	   *ctx;
@@ -203,6 +204,7 @@ PG_FUNCTION_INFO_V1(convctx_context_add);
 Datum
 convctx_context_add(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(context_add);
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
 	text	   *user_id = ArgOptionalId(fcinfo, 2, "user_id");
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4OID};

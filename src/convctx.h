@@ -192,8 +192,20 @@ extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 					   bool read_only, long count, int expected_rc);
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
+extern bool SpiBulkReadLatest(bool on);
 extern int64 SpiFirstInt8(void);
 extern Oid	ConvctxNamespace(void);
+
+/*
+ * First line of every SQL-callable function that writes, as its first
+ * declaration (CONVCTX_WRITER(start_turn);): on a standby and in a
+ * read-only transaction it fails with 25006 naming the function
+ * ("convctx.start_turn()"), before any other initializer reads an argument
+ * or any statement runs (spi_util.c).
+ */
+extern bool CheckWritable(const char *function);
+#define CONVCTX_WRITER(name) \
+	bool		convctx_writable pg_attribute_unused() = CheckWritable("convctx." #name "()")
 
 /* Acting as the extension's owner for the tables (spi_util.c) */
 typedef struct OwnerSwitch

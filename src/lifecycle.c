@@ -24,6 +24,17 @@
  *	  UPDATE, which re-checks its last activity on the newest row version,
  *	  so a session that just received a turn is not purged; and while purge
  *	  holds the lock, start_turn on that session waits, then starts afresh.
+ *	- At any isolation level (docs/isolation-levels.md). Under read
+ *	  committed the passes run as written, and the FOR UPDATE re-check above
+ *	  happens inside the statement. Under repeatable read and serializable
+ *	  a row changed after the transaction's snapshot cannot be locked or
+ *	  deleted (40001), so there each pass reads the newest committed rows
+ *	  (SpiBulkReadLatest) and runs in a subtransaction: a row committed
+ *	  between that read and its lock still fails the statement with 40001,
+ *	  and then the pass is rolled back and run again on newer data, a few
+ *	  times at most, after which it is left for the next pass. purge_all
+ *	  called outside a transaction block (pg_cron's CALL) runs every pass
+ *	  in a transaction of its own at read committed, whatever the default.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -39,12 +50,17 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "convctx.h"
@@ -360,6 +376,7 @@ PG_FUNCTION_INFO_V1(convctx_redact_turn);
 Datum
 convctx_redact_turn(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(redact_turn);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	text	   *tenant = CurrentTenant();
@@ -404,6 +421,7 @@ PG_FUNCTION_INFO_V1(convctx_redact_session);
 Datum
 convctx_redact_session(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(redact_session);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *tenant = CurrentTenant();
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
@@ -485,6 +503,7 @@ PG_FUNCTION_INFO_V1(convctx_erase_identity);
 Datum
 convctx_erase_identity(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(erase_identity);
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *tenant = CurrentTenant();
 	text	   *erased = ErasedIdentity(identity_id);
@@ -761,6 +780,112 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	}
 }
 
+/* Add the counts of every tenant in from to those in into. */
+static void
+PurgeTenantsMerge(HTAB *into, HTAB *from)
+{
+	HASH_SEQ_STATUS seq;
+	PurgeTenant *e;
+
+	hash_seq_init(&seq, from);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		bool		found;
+		PurgeTenant *t = hash_search(into, e->tenant, HASH_ENTER, &found);
+
+		if (!found)
+			memset(&t->c, 0, sizeof(t->c));
+		t->c.anonymous_sessions += e->c.anonymous_sessions;
+		t->c.anonymous_turns += e->c.anonymous_turns;
+		t->c.expired_turns += e->c.expired_turns;
+		t->c.contexts += e->c.contexts;
+		t->c.audit_rows += e->c.audit_rows;
+	}
+}
+
+/*
+ * How many times a pass is tried under repeatable read or serializable
+ * before it is left for the next pass. Each try reads newer data than the
+ * one before, so a second one almost always succeeds.
+ */
+#define PURGE_PASS_TRIES 3
+
+/*
+ * One retention pass in a transaction that keeps one snapshot (repeatable
+ * read, serializable): PurgeOnce reading the newest committed rows, in a
+ * subtransaction. A serialization failure (40001: a row committed between
+ * the read and its lock, or under serializable a read/write conflict
+ * found while writing) rolls the pass back and tries again; after
+ * PURGE_PASS_TRIES the pass deletes nothing and its rows wait for the next
+ * one. Any other error is raised. Each try that writes takes one subxid;
+ * see docs/isolation-levels.md for what more than 64 of them in one
+ * transaction costs. SPI must be connected.
+ */
+static void
+PurgeAtSnapshotLevel(int32 batch, text *tenant, HTAB *tenants)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile int try;
+
+	for (try = 1; try <= PURGE_PASS_TRIES; try++)
+	{
+		HTAB	   *attempt = PurgeTenantsCreate();
+		volatile bool done = false;
+		bool		was_latest = SpiBulkReadLatest(true);
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcontext);
+		PG_TRY();
+		{
+			PurgeOnce(batch, tenant, attempt);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcontext);
+			CurrentResourceOwner = oldowner;
+			done = true;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(oldcontext);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcontext);
+			CurrentResourceOwner = oldowner;
+			SpiBulkReadLatest(was_latest);
+			if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
+				ReThrowError(edata);
+			ereport(DEBUG1,
+					errmsg_internal("purge: pass %d of %d rolled back: %s",
+									try, PURGE_PASS_TRIES, edata->message));
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		SpiBulkReadLatest(was_latest);
+		if (done)
+		{
+			PurgeTenantsMerge(tenants, attempt);
+			return;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * One retention pass (PurgeOnce) at the transaction's isolation level:
+ * as written under read committed, through PurgeAtSnapshotLevel otherwise.
+ */
+static void
+PurgePass(int32 batch, text *tenant, HTAB *tenants)
+{
+	if (IsolationUsesXactSnapshot())
+		PurgeAtSnapshotLevel(batch, tenant, tenants);
+	else
+		PurgeOnce(batch, tenant, tenants);
+}
+
 static int
 PurgeTenantCmp(const void *a, const void *b)
 {
@@ -781,6 +906,7 @@ PG_FUNCTION_INFO_V1(convctx_purge);
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(purge);
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	const char *bound = BoundTenant();
 	HTAB	   *tenants = PurgeTenantsCreate();
@@ -794,7 +920,7 @@ convctx_purge(PG_FUNCTION_ARGS)
 	text	   *tenant = bound ? CurrentTenant() : NULL;	/* checks convctx.tenant too */
 
 	SPI_connect();
-	PurgeOnce(batch, tenant, tenants);
+	PurgePass(batch, tenant, tenants);
 
 	touched = palloc(sizeof(PurgeTenant *) * (hash_get_num_entries(tenants) + 1));
 	hash_seq_init(&seq, tenants);
@@ -809,8 +935,11 @@ convctx_purge(PG_FUNCTION_ARGS)
 			touched[n++] = e;
 	}
 	/* Only a pass that deleted something is logged (docs/retention.md). */
-	if (tenant != NULL && PurgeCountsTotal(&counts) > 0)
-		AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
+	if (tenant != NULL)
+	{
+		if (PurgeCountsTotal(&counts) > 0)
+			AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
+	}
 	else
 	{
 		qsort(touched, n, sizeof(PurgeTenant *), PurgeTenantCmp);
@@ -839,15 +968,34 @@ convctx_purge(PG_FUNCTION_ARGS)
 
 static SPIPlanPtr purge_pass_plan = NULL;
 
+/*
+ * Make the transaction just started by SPI_commit read committed, as SET
+ * TRANSACTION ISOLATION LEVEL does, before anything takes a snapshot: a
+ * pass then locks the newest version of each row and never fails because
+ * a row changed after its snapshot (nor, at serializable, at commit).
+ * Should a snapshot exist already (nothing here takes one), the level
+ * cannot change and PurgePass handles the pass at the default level.
+ */
+static void
+PurgeReadCommitted(void)
+{
+	if (FirstSnapshotSet || XactIsoLevel == XACT_READ_COMMITTED)
+		return;
+	(void) set_config_option("transaction_isolation", "read committed",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+}
+
 PG_FUNCTION_INFO_V1(convctx_purge_all);
 
 /*
  * CALL purge_all(batch_size): purge until nothing is left, committing
- * after each pass when called outside a transaction block.
+ * after each pass when called outside a transaction block; each pass then
+ * runs at read committed whatever the default isolation level.
  */
 Datum
 convctx_purge_all(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(purge_all);
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
 		!castNode(CallContext, fcinfo->context)->atomic;
@@ -857,6 +1005,17 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 	int64		deleted;
 
 	SPI_connect_ext(nonatomic ? SPI_OPT_NONATOMIC : 0);
+
+	/*
+	 * Outside a transaction block every pass gets a transaction of its own
+	 * at read committed (PurgeReadCommitted), this first one too: the CALL's
+	 * transaction, begun at the default level, ends here.
+	 */
+	if (nonatomic)
+	{
+		SPI_commit();
+		PurgeReadCommitted();
+	}
 	do
 	{
 		int			i;
@@ -873,7 +1032,10 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 		}
 		passes++;
 		if (nonatomic)
+		{
 			SPI_commit();
+			PurgeReadCommitted();
+		}
 		CHECK_FOR_INTERRUPTS();
 	} while (deleted > 0);
 	SPI_finish();

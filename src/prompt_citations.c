@@ -36,6 +36,7 @@ static SPIPlanPtr turn_no_plan = NULL;
 static SPIPlanPtr earlier_plan = NULL;
 static SPIPlanPtr store_plan = NULL;
 static SPIPlanPtr history_plan = NULL;
+static SPIPlanPtr history_session_plan = NULL;
 static SPIPlanPtr finalized_exists_plan = NULL;
 static SPIPlanPtr phrases_plan = NULL;
 
@@ -57,33 +58,44 @@ static SPIPlanPtr phrases_plan = NULL;
 	" SET chunks = EXCLUDED.chunks, citations = EXCLUDED.citations," \
 	"     recorded_at = pg_catalog.statement_timestamp()"
 
+/* The session's newest turn number and its live answers, from its row. */
+#define HISTORY_SESSION_SQL \
+	"SELECT last_turn_no, live_answers FROM convctx.session" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+
 /*
- * $4 bounds how many turn numbers back to look (see conversation_state's
- * window): the newest turns, then all of them when too few were finalized.
+ * The newest $3 finalized, live, current turns above turn number $4 (a
+ * span of the newest turn numbers: a btree scan reads every matching entry
+ * of a leaf page, and a generic plan may sort the range), with what was
+ * retrieved for them.
  */
 #define HISTORY_SQL \
 	"SELECT t.turn_no, r.chunks, r.citations" \
 	"  FROM (SELECT turn_no FROM convctx.turn" \
 	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"           AND turn_no OPERATOR(pg_catalog.>) (COALESCE((SELECT last_turn_no FROM convctx.session s" \
-	"                WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"                  AND s.session_id OPERATOR(pg_catalog.=) $2), 0) OPERATOR(pg_catalog.-) $4)" \
+	"           AND turn_no OPERATOR(pg_catalog.>) $4" \
 	"         ORDER BY turn_no DESC LIMIT $3) t" \
 	"  LEFT JOIN convctx.turn_retrieval r" \
 	"         ON r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.session_id OPERATOR(pg_catalog.=) $2" \
 	"        AND r.turn_no OPERATOR(pg_catalog.=) t.turn_no" \
 	" ORDER BY t.turn_no DESC"
 
+/*
+ * Whether the session has a finalized, live, current-version turn: its
+ * row counts them (live_answers), so a session whose oldest turns are
+ * tombstones is not walked through.
+ */
 #define FINALIZED_EXISTS_SQL \
-	"SELECT 1 FROM convctx.turn" \
+	"SELECT 1 FROM convctx.session" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
-	"   AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	" LIMIT 1"
+	"   AND live_answers OPERATOR(pg_catalog.>) 0"
 
+/* The tenant's and the shared phrases, then the built-in ones (a view). */
 #define PHRASES_SQL \
 	"SELECT kind, phrase FROM convctx.followup_phrase" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])"
+	" WHERE tenant_id OPERATOR(pg_catalog.=) ANY (ARRAY['', $1])" \
+	" UNION ALL SELECT kind, phrase FROM convctx.builtin_followup_phrase"
 
 /*
  * Check that a JSON value is a chunk object and return its container;
@@ -193,6 +205,7 @@ PG_FUNCTION_INFO_V1(convctx_record_retrieval);
 Datum
 convctx_record_retrieval(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(record_retrieval);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	Jsonb	   *chunks;
@@ -374,19 +387,55 @@ convctx_context_history(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	{
+		/*
+		 * No more turns are asked for than the session has live answers
+		 * (its row, read in the same snapshot, counts them), so the read
+		 * ends at the oldest of them and never walks the tombstones below
+		 * (a session that goes on after redact_session or erase_identity).
+		 * The newest that many turn numbers + 4 (the current turn is open)
+		 * hold them unless more open or redacted turns sit among them; then
+		 * spans four times wider.
+		 */
 		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
 		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-			Int64GetDatum(turns), Int64GetDatum((int64) turns + 4)};
-		SPIPlanPtr	plan = SpiKeptPlan(&history_plan, HISTORY_SQL, 4, argtypes);
+		(Datum) 0, (Datum) 0};
+		int64		want = turns;
+		int64		last = 0;	/* without a row, the whole session */
+		int64		span;
+		int64		lower;
+		SPIPlanPtr	plan;
 
-		SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
-		if (SPI_processed < (uint64) turns)
+		SpiRunPlan(SpiKeptPlan(&history_session_plan, HISTORY_SESSION_SQL, 2, argtypes),
+				   values, NULL, true, 0, SPI_OK_SELECT);
+		if (SPI_processed > 0)
 		{
-			values[3] = Int64GetDatum(PG_INT64_MAX / 2);
-			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			last = isnull ? 0 : DatumGetInt64(d);
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+			if (!isnull)
+				want = Min(want, DatumGetInt64(d));
 		}
-		rows = SPI_tuptable;
-		nrows = SPI_processed;
+
+		rows = NULL;
+		nrows = 0;
+		plan = SpiKeptPlan(&history_plan, HISTORY_SQL, 4, argtypes);
+		values[2] = Int64GetDatum(want);
+		span = want + 4;
+		while (want > 0)
+		{
+			lower = (last - span > 0) ? last - span : 0;
+			values[3] = Int64GetDatum(lower);
+			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+			if (rows != NULL)
+				SPI_freetuptable(rows);
+			rows = SPI_tuptable;
+			nrows = SPI_processed;
+			if (nrows >= (uint64) want || lower == 0)
+				break;
+			span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
+		}
 	}
 	MemoryContextSwitchTo(caller);
 

@@ -98,6 +98,7 @@ PG_FUNCTION_INFO_V1(convctx_record_clarification);
 Datum
 convctx_record_clarification(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(record_clarification);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	Jsonb	   *questions;

@@ -18,7 +18,10 @@
  * versions of turns, in turn_no order. Reads walk the chronology index
  * backwards for the window, so their cost follows the window; the counts
  * are kept in the session and summary rows by every function that changes
- * them, so nothing here grows with the history.
+ * them, so nothing here grows with the history. The window asks for no
+ * more turns than the session's live_turns, read in the same snapshot, so
+ * its scan ends at the oldest live turn and never walks the tombstones
+ * below (a session that goes on after redact_session or erase_identity).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -236,6 +239,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	Jsonb	   *out;
 	int64		messages = 0;
 	int64		finalized = 0;
+	bool		counted = false;
 	int64		covered = 0;
 	int64		last_turn_no = 0;
 	Datum		summary = (Datum) 0;
@@ -263,6 +267,7 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 
 			d = SPI_getbinval(row, desc, 1, &isnull);
 			messages = isnull ? 0 : DatumGetInt64(d);
+			counted = !isnull;
 			d = SPI_getbinval(row, desc, 2, &isnull);
 			finalized = isnull ? 0 : DatumGetInt64(d);
 			summary = SPI_getbinval(row, desc, 3, &summary_null);
@@ -277,23 +282,39 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	}
 	{
 		/*
-		 * The window needs at most window live turns, so the newest window
-		 * turn numbers hold it unless redacted turns sit among them; then
-		 * look again without the bound.
+		 * The window needs at most window live turns, and no more than the
+		 * session's live turns (messages - finalized), so the read ends at
+		 * the oldest of them and never walks the tombstones below. The
+		 * newest that many turn numbers hold them unless redacted turns sit
+		 * among them; then spans four times wider (a generic plan may
+		 * sort a range, so no range is left unbounded while a narrower one
+		 * may do). Without a session row nothing is known: the window is
+		 * read.
 		 */
+		int64		want = counted ? Min((int64) window, messages - finalized) : window;
+		int64		span;
+		int64		lower;
 		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
 		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-			Int64GetDatum(window), Int64GetDatum(last_turn_no - window)};
+		Int64GetDatum(want), (Datum) 0};
 		SPIPlanPtr	plan = SpiKeptPlan(&window_plan, WINDOW_SQL, 4, argtypes);
 
-		SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
-		if (SPI_processed < (uint64) window && last_turn_no > window)
+		win = NULL;
+		nwin = 0;
+		span = want;
+		while (want > 0)
 		{
-			values[3] = Int64GetDatum(0);
+			lower = (last_turn_no - span > 0) ? last_turn_no - span : 0;
+			values[3] = Int64GetDatum(lower);
 			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
+			if (win != NULL)
+				SPI_freetuptable(win);
+			win = SPI_tuptable;
+			nwin = SPI_processed;
+			if (nwin >= (uint64) want || lower == 0)
+				break;
+			span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
 		}
-		win = SPI_tuptable;
-		nwin = SPI_processed;
 	}
 
 	/* Build the result in the caller's context: SPI's goes at SPI_finish. */
@@ -404,6 +425,7 @@ PG_FUNCTION_INFO_V1(convctx_set_summary_0_3);
 Datum
 convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(set_summary);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *summary;
 	pg_uuid_t  *through = ArgTurnId(fcinfo, 2);

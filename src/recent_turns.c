@@ -11,6 +11,15 @@
  * turns it skips at the end of the session (open, redacted or replaced
  * ones), never the session's or the table's size.
  *
+ * Nor the number of tombstones below the turns it returns: the session row
+ * counts the finalized, live, current versions (live_answers, kept exact
+ * under the row's lock by every writer), read in the same snapshot, so the
+ * scan stops once it has all of them. A session that goes on after
+ * redact_session or erase_identity has its tombstones below its live
+ * turns, and they are never read; a session with no live answer is not
+ * read at all. Only tombstones newer than the oldest turn returned (single
+ * redact_turn calls among the live turns) are still stepped over.
+ *
  * A btree scan reads every entry of a leaf page that matches its keys at
  * once, and a long session fills whole leaf pages: bounded only by the
  * session, the scan would read some two hundred entries to return ten. So
@@ -128,6 +137,7 @@ static struct
 	AttrNumber	session_tenant_attnum;
 	AttrNumber	session_session_attnum;
 	AttrNumber	session_last_turn_attnum;
+	AttrNumber	session_live_answers_attnum;
 }			turn_rels;
 
 static bool turn_rels_callback_registered = false;
@@ -141,7 +151,10 @@ static SPIPlanPtr recent_plan = NULL;
 	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
 	"           AND replaced_by_turn_id IS NULL" \
-	"         ORDER BY turn_no DESC LIMIT $3) recent" \
+	"         ORDER BY turn_no DESC" \
+	"         LIMIT LEAST($3, COALESCE((SELECT s.live_answers FROM convctx.session s" \
+	"                WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"                  AND s.session_id OPERATOR(pg_catalog.=) $2), $3))) recent" \
 	" ORDER BY turn_no"
 
 /* The recent turns of a session, newest first. */
@@ -295,6 +308,7 @@ TurnRelsLookup(void)
 	turn_rels.session_tenant_attnum = ColumnOfType(rel, "convctx.session", "tenant_id", TEXTOID);
 	turn_rels.session_session_attnum = ColumnOfType(rel, "convctx.session", "session_id", TEXTOID);
 	turn_rels.session_last_turn_attnum = ColumnOfType(rel, "convctx.session", "last_turn_no", INT8OID);
+	turn_rels.session_live_answers_attnum = ColumnOfType(rel, "convctx.session", "live_answers", INT8OID);
 	if (!IsBtreeOn(index, turn_rels.session_relid, 2, turn_rels.session_tenant_attnum,
 				   turn_rels.session_session_attnum, InvalidAttrNumber))
 		ReportWrongShape("convctx.session");
@@ -350,17 +364,20 @@ SessionScanKeys(ScanKeyData *keys, Relation index, text *tenant, text *session_i
 }
 
 /*
- * The session's newest turn number under the snapshot, read from its row;
- * -1 when the session has no row.
+ * The session's newest turn number under the snapshot, read from its row,
+ * -1 when the session has no row; and in *live its live answers (the
+ * turns recent_turns can return), or -1 when unknown.
  */
 static int64
 SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
-				  text *tenant, text *session_id)
+				  text *tenant, text *session_id, int64 *live)
 {
 	ScanKeyData keys[2];
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	int64		last = -1;
+
+	*live = -1;
 
 	SessionScanKeys(keys, sindex, tenant, session_id);
 	scan = index_beginscan(srel, sindex, snapshot, 2, 0);
@@ -373,6 +390,9 @@ SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
 
 		if (!isnull)
 			last = DatumGetInt64(d);
+		d = slot_getattr(slot, turn_rels.session_live_answers_attnum, &isnull);
+		if (!isnull)
+			*live = DatumGetInt64(d);
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
@@ -394,10 +414,22 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 	TupleTableSlot *slot;
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			capacity = 0;
-	int64		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id);
-	int64		span = (int64) limit + 8;
+	int64		live;
+	int64		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id, &live);
+	int64		span;
 	int64		upper = PG_INT64_MAX;
 	int64		lower;
+
+	/*
+	 * No more turns than the session has: the scan stops at its oldest live
+	 * answer instead of walking the tombstones below it (see the head of
+	 * this file).
+	 */
+	if (live >= 0 && live < limit)
+		limit = (int32) live;
+	if (limit == 0)
+		return;
+	span = (int64) limit + 8;
 
 	scan = index_beginscan(rel, index, snapshot, 4, 0);
 	slot = table_slot_create(rel, NULL);

@@ -15,7 +15,8 @@
  * planted before pg_cron was installed is never called into), and the
  * statements run with search_path pinned to pg_catalog, pg_temp and every
  * name qualified (a database-level search_path cannot redirect them).
- * During recovery both functions fail at once with 25006.
+ * During recovery and in a read-only transaction both functions fail at
+ * once with 25006 (CONVCTX_WRITER), before a worker is started.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -112,20 +113,6 @@ CronFailed(const char *what, const char *database, const char *error, int sqlsta
 }
 
 /*
- * Nothing to schedule on a standby: the worker could not start before
- * promotion and pg_cron could not write there.
- */
-static void
-CheckNotInRecovery(void)
-{
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				errmsg("cannot change the retention schedule during recovery"),
-				errdetail("This server is a standby; pg_cron jobs are scheduled on the primary."));
-}
-
-/*
  * Run sql in this database, the pg_cron database, as the caller, after
  * checking the cron objects and with search_path pinned for the
  * statement. Returns the first column of the only row; SPI must be
@@ -179,6 +166,7 @@ PG_FUNCTION_INFO_V1(convctx_schedule_retention);
 Datum
 convctx_schedule_retention(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(schedule_retention);
 	char	   *schedule;
 	char	   *cron_db;
 	char	   *here = get_database_name(MyDatabaseId);
@@ -189,7 +177,6 @@ convctx_schedule_retention(PG_FUNCTION_ARGS)
 				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				errmsg("schedule must not be null"));
 	schedule = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	CheckNotInRecovery();
 	cron_db = PgCronDatabase();
 
 	if (strcmp(cron_db, here) == 0)
@@ -230,12 +217,12 @@ PG_FUNCTION_INFO_V1(convctx_unschedule_retention);
 Datum
 convctx_unschedule_retention(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(unschedule_retention);
 	char	   *cron_db;
 	char	   *here = get_database_name(MyDatabaseId);
 	char	   *user = GetUserNameFromId(GetUserId(), false);
 	bool		removed = false;
 
-	CheckNotInRecovery();
 	cron_db = PgCronDatabase();
 
 	if (strcmp(cron_db, here) == 0)

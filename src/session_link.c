@@ -124,6 +124,7 @@ PG_FUNCTION_INFO_V1(convctx_link_session);
 Datum
 convctx_link_session(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(link_session);
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *session_id = ArgRequiredId(fcinfo, 1, "session_id");
 	bool		backfill = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);

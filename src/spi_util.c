@@ -35,6 +35,8 @@
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
@@ -43,6 +45,7 @@
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "optimizer/planner.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -51,6 +54,7 @@
 #include "miscadmin.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "convctx.h"
@@ -288,9 +292,32 @@ PlanQueryString(SPIPlanPtr plan)
 	return sources != NIL ? ((CachedPlanSource *) linitial(sources))->query_string : NULL;
 }
 
+/*
+ * While set, statements run through SpiRunBulkPlan read the newest
+ * committed data instead of the transaction's snapshot, which a repeatable
+ * read or serializable transaction keeps from its first statement. purge
+ * sets it around its passes at those levels (PurgeAtSnapshotLevel in
+ * lifecycle.c), so that what a pass locks and deletes is the newest version
+ * of each row, as under read committed: a row changed since the snapshot
+ * is then judged by its new version instead of failing the pass with
+ * 40001. The command counter advances before each statement, so the
+ * transaction's own earlier changes are seen too. Returns the old value,
+ * for the caller to restore (also on error).
+ */
+static bool bulk_latest = false;
+
+bool
+SpiBulkReadLatest(bool on)
+{
+	bool		old = bulk_latest;
+
+	bulk_latest = on;
+	return old;
+}
+
 static int
 SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
-	   long count, int expected_rc, bool keyed)
+	   long count, int expected_rc, bool keyed, Snapshot snapshot)
 {
 	const char *outer = keyed_query;
 	volatile int rc = 0;
@@ -300,7 +327,11 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	keyed_query = keyed ? PlanQueryString(plan) : NULL;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(plan, values, nulls, read_only, count);
+		if (snapshot != InvalidSnapshot)
+			rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot,
+									  read_only, true, count);
+		else
+			rc = SPI_execute_plan(plan, values, nulls, read_only, count);
 	}
 	PG_FINALLY();
 	{
@@ -325,7 +356,7 @@ int
 SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 		   bool read_only, long count, int expected_rc)
 {
-	return SpiRun(plan, values, nulls, read_only, count, expected_rc, true);
+	return SpiRun(plan, values, nulls, read_only, count, expected_rc, true, InvalidSnapshot);
 }
 
 /* The same for a statement that may read much of a table: planned freely. */
@@ -333,7 +364,8 @@ int
 SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 			   bool read_only, long count, int expected_rc)
 {
-	return SpiRun(plan, values, nulls, read_only, count, expected_rc, false);
+	return SpiRun(plan, values, nulls, read_only, count, expected_rc, false,
+				  bulk_latest && !read_only ? GetLatestSnapshot() : InvalidSnapshot);
 }
 
 /* The first column of the first row of the last result as int8; 0 for NULL. */
@@ -347,4 +379,24 @@ SpiFirstInt8(void)
 		return 0;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Refuse a function that writes when this transaction cannot: on a hot
+ * standby (during recovery) and in a read-only transaction, both 25006,
+ * with PostgreSQL's own wording for a command, naming the function
+ * rather than the statement convctx would run inside it. Called first
+ * thing, so nothing is read, locked or checked before. RecoveryInProgress
+ * is a local flag once recovery has ended.
+ */
+bool
+CheckWritable(const char *function)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				errmsg("cannot execute %s during recovery", function),
+				errdetail("This server is a standby: convctx's read functions work here, its writers only on the primary."));
+	PreventCommandIfReadOnly(function);
+	return true;
 }

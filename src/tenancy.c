@@ -570,6 +570,7 @@ PG_FUNCTION_INFO_V1(convctx_bind_role_tenant_0_3);
 Datum
 convctx_bind_role_tenant_0_3(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(bind_role_tenant);
 	char	   *role = ArgRoleName(fcinfo, 0, true);
 	text	   *tenant_id = ArgTenant(fcinfo, 1);
 
@@ -585,6 +586,7 @@ PG_FUNCTION_INFO_V1(convctx_bind_role_all_tenants);
 Datum
 convctx_bind_role_all_tenants(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(bind_role_all_tenants);
 	BindRole(ArgRoleName(fcinfo, 0, true), NULL);
 	PG_RETURN_VOID();
 }
@@ -597,6 +599,7 @@ PG_FUNCTION_INFO_V1(convctx_unbind_role_tenant_0_3);
 Datum
 convctx_unbind_role_tenant_0_3(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(unbind_role_tenant);
 	char	   *role = ArgRoleName(fcinfo, 0, false);
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(role)};

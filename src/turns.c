@@ -475,6 +475,7 @@ PG_FUNCTION_INFO_V1(convctx_start_turn);
 Datum
 convctx_start_turn(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(start_turn);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	text	   *request_id = ArgRequiredId(fcinfo, 1, "request_id");
 	text	   *question_neutral = ArgOptionalText(fcinfo, 2, "question_neutral");
@@ -687,6 +688,7 @@ PG_FUNCTION_INFO_V1(convctx_finalize_turn);
 Datum
 convctx_finalize_turn(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(finalize_turn);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
@@ -770,6 +772,7 @@ PG_FUNCTION_INFO_V1(convctx_replace_turn);
 Datum
 convctx_replace_turn(PG_FUNCTION_ARGS)
 {
+	CONVCTX_WRITER(replace_turn);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
 	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
