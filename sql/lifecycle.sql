@@ -144,8 +144,9 @@ SHOW convctx.session_ttl;
 SHOW convctx.context_ttl;
 SHOW convctx.turn_retention;
 -- three anonymous sessions (two idle for two days), one linked idle session, contexts;
--- a context alone makes an anonymous session without turns (ctx-only-*), which expires
--- with convctx.session_ttl like any other and takes its context with it
+-- a context alone makes an anonymous session without turns (ctx-only-*): its row expires
+-- with convctx.session_ttl like any other, but its context is left to convctx.context_ttl
+-- (ctx-only-old's context is 40 days old and goes; ctx-only-new's stays)
 SELECT count(convctx.start_turn(s, 'r' || i, 'q')) FROM unnest(ARRAY['anon-old-1', 'anon-old-2', 'anon-new']) s, generate_series(1, 3) i;
 SELECT convctx.start_turn('linked-old', 'r1', 'q', identity_id => 'user-9') IS NOT NULL;
 SELECT count(convctx.context_add(s, ARRAY['n'])) FROM unnest(ARRAY['anon-old-1', 'anon-new', 'linked-old', 'ctx-only-old', 'ctx-only-new']) s;

@@ -38,6 +38,7 @@ char	   *convctx_identity_hash_key = NULL;
 int			convctx_session_ttl = 24 * 60 * 60;
 int			convctx_turn_retention = 0;
 int			convctx_context_ttl = 30 * 24 * 60 * 60;
+int			convctx_audit_retention = 0;
 int			convctx_summary_threshold = 15;
 
 static bool
@@ -52,6 +53,26 @@ check_metadata_allowlist(char **newval, void **extra, GucSource source)
 	list_free(keys);
 	pfree(raw);
 	return ok;
+}
+
+/*
+ * Audit retention is 0 (keep forever) or at least an hour. A shorter one
+ * would let purge_all, which logs each pass that deleted something, delete
+ * the rows of its own earlier passes and never finish, and leave no trail
+ * of what a purge did for long enough to read it.
+ */
+#define AUDIT_RETENTION_MIN (60 * 60)
+
+static bool
+check_audit_retention(int *newval, void **extra, GucSource source)
+{
+	if (*newval > 0 && *newval < AUDIT_RETENTION_MIN)
+	{
+		GUC_check_errdetail("convctx.audit_retention must be 0 (keep the audit log forever) or at least %d seconds.",
+							AUDIT_RETENTION_MIN);
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -195,6 +216,16 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.audit_retention",
+							"Age after which purge deletes an audit log row.",
+							"0 keeps the audit log forever; otherwise at least one hour.",
+							&convctx_audit_retention,
+							0,
+							0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							check_audit_retention, NULL, NULL);
 
 	DefineCustomIntVariable("convctx.summary_threshold",
 							"Unsummarized messages older than the window above which conversation_state asks for a summary.",

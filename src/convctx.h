@@ -38,6 +38,7 @@ extern char *convctx_identity_hash_key;
 extern int	convctx_session_ttl;
 extern int	convctx_turn_retention;
 extern int	convctx_context_ttl;
+extern int	convctx_audit_retention;
 extern int	convctx_summary_threshold;
 
 /* SQLSTATE of a refused link of a session to a second identity. */
@@ -91,9 +92,12 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 							  text *identity_id, bool backfill);
 
 /*
- * SQL fragment: the columns every statement that counts as activity of a
- * conversation sets in its convctx.session row (a turn started, a link, a
- * context written). Anonymous sessions expire convctx.session_ttl after it.
+ * SQL fragment: the SET item of every statement that counts as activity of a
+ * conversation on its convctx.session row (a turn started, a link, a context
+ * written). Anonymous sessions expire convctx.session_ttl after it. The
+ * expiry index holds activity_bin, a generated column (last_activity_at
+ * rounded down to 10 minutes) that follows without being named here; it
+ * changes at most once per bin, so almost every update stays HOT.
  */
 #define SESSION_ACTIVITY_SET \
 	" last_activity_at = pg_catalog.statement_timestamp()"

@@ -81,11 +81,14 @@ static SPIPlanPtr erase_turns_plan = NULL;
 static SPIPlanPtr erase_tombstones_plan = NULL;
 static SPIPlanPtr erase_contexts_plan = NULL;
 static SPIPlanPtr erase_audit_plan = NULL;
-static SPIPlanPtr expired_sessions_plan = NULL;
 static SPIPlanPtr expired_session_turns_plan = NULL;
 static SPIPlanPtr emptied_sessions_plan = NULL;
-static SPIPlanPtr expired_turns_plan = NULL;
-static SPIPlanPtr expired_contexts_plan = NULL;
+
+/* The passes of one kind: [0] for every tenant, [1] for one. */
+static SPIPlanPtr expired_sessions_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_turns_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_contexts_plan[2] = {NULL, NULL};
+static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 
 /*
  * What a tombstone keeps: ids, request_id, timestamps, versions, and the
@@ -238,17 +241,40 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /*
  * The passes below take $1 an age in seconds, $2 the batch and $3 the one
- * tenant to purge, or NULL for every tenant.
+ * tenant to purge. Each comes in two kept plans, for every tenant
+ * (ALL_TENANTS, $3 unused) and for one (ONE_TENANT), each walking an index
+ * of its own in the order rows expired, so that a pass reads about as many
+ * rows as it deletes however large the tables are: a single plan with
+ * "$3 IS NULL OR tenant_id = $3" can use neither index.
+ *
+ * Sessions and contexts are found by activity_bin and updated_bin, their
+ * last activity rounded down to 10 minutes (generated columns, indexed
+ * instead of the exact times so that the updates of every turn stay HOT):
+ * a bin before the cutoff holds every row that expired and, in the last
+ * bin, some that did not yet, which the exact time rechecked rules out.
+ * Only the last pass of a run reaches that bin.
  */
-#define TENANT_FILTER \
-	" AND ($3::pg_catalog.text IS NULL OR tenant_id OPERATOR(pg_catalog.=) $3)"
+#define CUTOFF \
+	" (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))"
 
-#define EXPIRED_SESSIONS_SQL \
+/*
+ * The expiry condition on column col (indexed alone and after tenant_id).
+ * For one tenant it is a row comparison, which only the index led by
+ * tenant_id can take as a bound: written as "tenant_id = $3 AND col <
+ * cutoff", a generic plan is as likely to walk the index of every tenant,
+ * reading every other tenant's expired rows to find this one's.
+ */
+#define ALL_TENANTS(col) " AND " col " OPERATOR(pg_catalog.<)" CUTOFF
+#define ONE_TENANT(col) \
+	" AND tenant_id OPERATOR(pg_catalog.=) $3" \
+	" AND (tenant_id, " col ") OPERATOR(pg_catalog.<)" \
+	"     ($3::pg_catalog.text COLLATE pg_catalog.\"C\"," CUTOFF ")"
+
+#define EXPIRED_SESSIONS_SQL(scope) \
 	"SELECT tenant_id, session_id FROM convctx.session" \
-	" WHERE identity_id IS NULL" TENANT_FILTER \
-	"   AND last_activity_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"       OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	" ORDER BY last_activity_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+	" WHERE identity_id IS NULL" scope("activity_bin") \
+	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
+	" ORDER BY activity_bin LIMIT $2 FOR UPDATE SKIP LOCKED"
 
 /* $1 tenants, $2 sessions, $3 batch */
 #define EXPIRED_SESSION_TURNS_SQL \
@@ -264,7 +290,10 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 
 /*
  * $1 tenants, $2 sessions: delete the sessions left without turns, and
- * their contexts; per tenant, how many of each.
+ * the contexts of those that had turns; per tenant, how many of each. A
+ * session that never had a turn (last_turn_no 0) is the row context_add
+ * or context_save created to lock on (docs/locking.md): its context is
+ * left to convctx.context_ttl, as a context without turns always was.
  */
 #define EMPTIED_SESSIONS_SQL \
 	"WITH gone AS (DELETE FROM convctx.session s" \
@@ -274,10 +303,11 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     AND NOT EXISTS (SELECT 1 FROM convctx.turn t" \
 	"                      WHERE t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
 	"                        AND t.session_id OPERATOR(pg_catalog.=) s.session_id)" \
-	"   RETURNING s.tenant_id, s.session_id)," \
+	"   RETURNING s.tenant_id, s.session_id, s.last_turn_no)," \
 	" contexts AS (DELETE FROM convctx.conversation_context c USING gone g" \
 	"   WHERE c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
-	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id RETURNING c.tenant_id)" \
+	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id" \
+	"     AND g.last_turn_no OPERATOR(pg_catalog.>) 0 RETURNING c.tenant_id)" \
 	" SELECT u.tenant_id, pg_catalog.count(*) FILTER (WHERE u.is_session)," \
 	"        pg_catalog.count(*) FILTER (WHERE NOT u.is_session)" \
 	"   FROM (SELECT tenant_id, true AS is_session FROM gone" \
@@ -285,15 +315,14 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"  GROUP BY u.tenant_id"
 
 /*
- * The sessions of the old turns are locked
- * first (skipping busy ones), as every writer of turns does; what was
- * recorded for the turns goes with them.
+ * The oldest turns, by turn_created (every tenant) or turn_created_tenant
+ * (one). The sessions of the old turns are locked first (skipping busy
+ * ones), as every writer of turns does; what was recorded for the turns
+ * goes with them.
  */
-#define EXPIRED_TURNS_SQL \
+#define EXPIRED_TURNS_SQL(scope) \
 	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
-	"   WHERE created_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	TENANT_FILTER \
+	"   WHERE true" scope("created_at") \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
 	"   WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (SELECT tenant_id, session_id FROM cand)" \
@@ -314,13 +343,25 @@ static SPIPlanPtr expired_contexts_plan = NULL;
 	"     AND x.turn_no OPERATOR(pg_catalog.=) d.turn_no)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
-#define EXPIRED_CONTEXTS_SQL \
+#define EXPIRED_CONTEXTS_SQL(scope) \
 	"WITH d AS (DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"  SELECT ctid FROM convctx.conversation_context" \
-	"   WHERE updated_at OPERATOR(pg_catalog.<) (pg_catalog.statement_timestamp()" \
-	"         OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1))" \
-	TENANT_FILTER \
-	"   LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
+	"   WHERE updated_at OPERATOR(pg_catalog.<)" CUTOFF scope("updated_bin") \
+	"   ORDER BY updated_bin LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
+	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
+
+/*
+ * The audit log's retention (convctx.audit_retention), by audit_log_logged
+ * or audit_log_logged_tenant. Rows another transaction holds are skipped:
+ * erase_identity, which rewrites the rows naming an identity, waits for
+ * this pass instead (it does not skip), so a row this pass locked and then
+ * kept (its transaction rolled back) is still rewritten.
+ */
+#define EXPIRED_AUDIT_SQL(scope) \
+	"WITH d AS (DELETE FROM convctx.audit_log WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"  SELECT ctid FROM convctx.audit_log" \
+	"   WHERE true" scope("logged_at") \
+	"   ORDER BY logged_at LIMIT $2 FOR UPDATE SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
 /*
@@ -704,20 +745,22 @@ SecondsInterval(int seconds, bool *isnull)
 PG_FUNCTION_INFO_V1(convctx_retention_settings);
 
 /*
- * retention_settings() -> (session_ttl, turn_retention, context_ttl)
+ * retention_settings() -> (session_ttl, turn_retention, context_ttl,
+ *						   audit_retention)
  */
 Datum
 convctx_retention_settings(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[3];
-	bool		nulls[3];
+	Datum		values[4];
+	bool		nulls[4];
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	values[0] = SecondsInterval(convctx_session_ttl, &nulls[0]);
 	values[1] = SecondsInterval(convctx_turn_retention, &nulls[1]);
 	values[2] = SecondsInterval(convctx_context_ttl, &nulls[2]);
+	values[3] = SecondsInterval(convctx_audit_retention, &nulls[3]);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
@@ -727,6 +770,7 @@ typedef struct PurgeCounts
 	int64		anonymous_turns;
 	int64		expired_turns;
 	int64		contexts;
+	int64		audit_rows;
 } PurgeCounts;
 
 /* What one purge deleted of one tenant; entries of a hash keyed by tenant. */
@@ -736,18 +780,28 @@ typedef struct PurgeTenant
 	PurgeCounts c;
 } PurgeTenant;
 
+/*
+ * The counts as JSON; "audit_rows" only when convctx.audit_retention is
+ * set, so that what purge returned and logged before it existed keeps its
+ * shape.
+ */
 static char *
 PurgeCountsJson(PurgeCounts *c)
 {
+	char	   *audit = convctx_audit_retention > 0 ?
+		psprintf(", \"audit_rows\": " INT64_FORMAT, c->audit_rows) : "";
+
 	return psprintf("{\"anonymous_sessions\": " INT64_FORMAT ", \"anonymous_turns\": " INT64_FORMAT
-					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "}",
-					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts);
+					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "%s}",
+					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts,
+					audit);
 }
 
 static int64
 PurgeCountsTotal(PurgeCounts *c)
 {
-	return c->anonymous_sessions + c->anonymous_turns + c->expired_turns + c->contexts;
+	return c->anonymous_sessions + c->anonymous_turns + c->expired_turns + c->contexts +
+		c->audit_rows;
 }
 
 /* Per-tenant counts, in the current memory context (so it outlives SPI). */
@@ -805,6 +859,7 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
 
 	values[1] = Int32GetDatum(batch);
 	values[2] = PointerGetDatum(tenant);
@@ -819,7 +874,9 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 		Datum		arrvalues[3];
 
 		values[0] = Int32GetDatum(convctx_session_ttl);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_sessions_plan, EXPIRED_SESSIONS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_sessions_plan[one],
+								   one ? EXPIRED_SESSIONS_SQL(ONE_TENANT) : EXPIRED_SESSIONS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		n = SPI_processed;
 		if (n > 0)
@@ -853,7 +910,9 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	if (convctx_turn_retention > 0)
 	{
 		values[0] = Int32GetDatum(convctx_turn_retention);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan, EXPIRED_TURNS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_turns_plan[one],
+								   one ? EXPIRED_TURNS_SQL(ONE_TENANT) : EXPIRED_TURNS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, expired_turns), (size_t) -1);
 	}
@@ -861,9 +920,22 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	if (convctx_context_ttl > 0)
 	{
 		values[0] = Int32GetDatum(convctx_context_ttl);
-		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan, EXPIRED_CONTEXTS_SQL, 3, argtypes),
+		SpiRunBulkPlan(SpiKeptPlan(&expired_contexts_plan[one],
+								   one ? EXPIRED_CONTEXTS_SQL(ONE_TENANT) : EXPIRED_CONTEXTS_SQL(ALL_TENANTS),
+								   3, argtypes),
 				       values, nulls, false, 0, SPI_OK_SELECT);
 		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, contexts), (size_t) -1);
+	}
+
+	/* Last: the purge's own audit rows come after, in the same transaction. */
+	if (convctx_audit_retention > 0)
+	{
+		values[0] = Int32GetDatum(convctx_audit_retention);
+		SpiRunBulkPlan(SpiKeptPlan(&expired_audit_plan[one],
+								   one ? EXPIRED_AUDIT_SQL(ONE_TENANT) : EXPIRED_AUDIT_SQL(ALL_TENANTS),
+								   3, argtypes),
+				       values, nulls, false, 0, SPI_OK_SELECT);
+		PurgeTenantsAdd(tenants, offsetof(PurgeCounts, audit_rows), (size_t) -1);
 	}
 }
 
@@ -886,6 +958,7 @@ PurgeTenantsMerge(HTAB *into, HTAB *from)
 		t->c.anonymous_turns += e->c.anonymous_turns;
 		t->c.expired_turns += e->c.expired_turns;
 		t->c.contexts += e->c.contexts;
+		t->c.audit_rows += e->c.audit_rows;
 	}
 }
 
@@ -982,10 +1055,12 @@ PG_FUNCTION_INFO_V1(convctx_purge);
 
 /*
  * purge(batch_size) -> jsonb counts. A role bound to a tenant purges that
- * tenant only, and its purge is one audit row of that tenant. A role that
- * serves every tenant purges them all, and each tenant touched gets an
- * audit row of its own with its own counts (untouched tenants none), so
- * no tenant's log shows another tenant's numbers.
+ * tenant only, and its purge is one audit row of that tenant when it
+ * deleted something. A role that serves every tenant purges them all, and
+ * each tenant touched gets an audit row of its own with its own counts
+ * (untouched tenants none), so no tenant's log shows another tenant's
+ * numbers. A pass that deleted nothing writes no row: purge_all ends with
+ * such a pass, and the pg_cron job runs every few minutes.
  */
 Datum
 convctx_purge(PG_FUNCTION_ARGS)
@@ -994,7 +1069,7 @@ convctx_purge(PG_FUNCTION_ARGS)
 	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
 	const char *bound = BoundTenant();
 	HTAB	   *tenants = PurgeTenantsCreate();
-	PurgeCounts counts = {0, 0, 0, 0};
+	PurgeCounts counts = {0, 0, 0, 0, 0};
 	PurgeTenant **touched;
 	PurgeTenant *e;
 	HASH_SEQ_STATUS seq;
@@ -1014,11 +1089,16 @@ convctx_purge(PG_FUNCTION_ARGS)
 		counts.anonymous_turns += e->c.anonymous_turns;
 		counts.expired_turns += e->c.expired_turns;
 		counts.contexts += e->c.contexts;
+		counts.audit_rows += e->c.audit_rows;
 		if (PurgeCountsTotal(&e->c) > 0)
 			touched[n++] = e;
 	}
+	/* Only a pass that deleted something is logged (docs/retention.md). */
 	if (tenant != NULL)
-		AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
+	{
+		if (PurgeCountsTotal(&counts) > 0)
+			AuditWrite(tenant, "purge", NULL, NULL, PurgeCountsJson(&counts));
+	}
 	else
 	{
 		qsort(touched, n, sizeof(PurgeTenant *), PurgeTenantCmp);
@@ -1041,7 +1121,8 @@ convctx_purge(PG_FUNCTION_ARGS)
 	"SELECT (r OPERATOR(pg_catalog.->>) 'anonymous_sessions')::pg_catalog.int8," \
 	"       (r OPERATOR(pg_catalog.->>) 'anonymous_turns')::pg_catalog.int8," \
 	"       (r OPERATOR(pg_catalog.->>) 'expired_turns')::pg_catalog.int8," \
-	"       (r OPERATOR(pg_catalog.->>) 'contexts')::pg_catalog.int8" \
+	"       (r OPERATOR(pg_catalog.->>) 'contexts')::pg_catalog.int8," \
+	"       COALESCE((r OPERATOR(pg_catalog.->>) 'audit_rows')::pg_catalog.int8, 0)" \
 	"  FROM convctx.purge($1) AS r"
 
 static SPIPlanPtr purge_pass_plan = NULL;
@@ -1101,7 +1182,7 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 		SpiRunBulkPlan(SpiKeptPlan(&purge_pass_plan, PURGE_PASS_SQL, 1, argtypes),
 				       values, NULL, false, 0, SPI_OK_SELECT);
 		deleted = 0;
-		for (i = 1; i <= 4; i++)
+		for (i = 1; i <= 5; i++)
 		{
 			bool		isnull;
 
