@@ -109,7 +109,7 @@
 	"       t.question_neutral, t.answer_neutral, t.question_translated, t.answer_translated," \
 	"       t.answer_translated_is_fallback, t.metadata" \
 	"  FROM convctx.turn t" \
-	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY_AT("t") \
 	" ORDER BY t.turn_no, t.record_version"
 
 #define ROLE_EXISTS(alias) \

@@ -92,6 +92,17 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 							  text *identity_id, bool backfill);
 
 /*
+ * SQL fragments: the key of a conversation's rows, tenant $1 and session
+ * $2, as every per-session statement states it (bare, or for a table
+ * alias). Shared so that the key reads the same in every file.
+ */
+#define SESSION_KEY \
+	"tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+#define SESSION_KEY_AT(alias) \
+	alias ".tenant_id OPERATOR(pg_catalog.=) $1 AND " \
+	alias ".session_id OPERATOR(pg_catalog.=) $2"
+
+/*
  * SQL fragment: the SET item of every statement that counts as activity of a
  * conversation on its convctx.session row (a turn started, a link, a context
  * written). Anonymous sessions expire convctx.session_ttl after it. The

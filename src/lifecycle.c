@@ -106,33 +106,33 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  */
 #define REDACTION_LOCK_SQL \
 	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	" RETURNING redactions"
 
 #define REDACT_TURN_SQL \
 	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$4") \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY \
 	"    AND deleted_at IS NULL" \
 	"    AND turn_no OPERATOR(pg_catalog.=) (SELECT turn_no FROM convctx.turn" \
-	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"         WHERE " SESSION_KEY \
 	"           AND turn_id OPERATOR(pg_catalog.=) $3)" \
 	"  RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
 	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(*), pg_catalog.max(turn_no) FROM d"
 
 #define TURN_EXISTS_SQL \
 	"SELECT 1 FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define REDACT_SESSION_SQL \
 	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$3") \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY \
 	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
 	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
 

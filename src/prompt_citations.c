@@ -34,7 +34,7 @@
 
 static SPIPlanPtr turn_no_plan = NULL;
 static SPIPlanPtr earlier_plan = NULL;
-static SPIPlanPtr store_plan = NULL;
+static SPIPlanPtr store_retrieval_plan = NULL;
 static SPIPlanPtr history_plan = NULL;
 static SPIPlanPtr history_session_plan = NULL;
 static SPIPlanPtr finalized_exists_plan = NULL;
@@ -42,16 +42,16 @@ static SPIPlanPtr phrases_plan = NULL;
 
 #define TURN_NO_SQL \
 	"SELECT turn_no, deleted_at IS NOT NULL FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define EARLIER_SQL \
 	"SELECT citations, chunks FROM convctx.turn_retrieval" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_no OPERATOR(pg_catalog.<) $3" \
 	" ORDER BY turn_no DESC"
 
-#define STORE_SQL \
+#define STORE_RETRIEVAL_SQL \
 	"INSERT INTO convctx.turn_retrieval (tenant_id, session_id, turn_no, chunks, citations)" \
 	" VALUES ($1, $2, $3, $4, $5)" \
 	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
@@ -61,7 +61,7 @@ static SPIPlanPtr phrases_plan = NULL;
 /* The session's newest turn number and its live answers, from its row. */
 #define HISTORY_SESSION_SQL \
 	"SELECT last_turn_no, live_answers FROM convctx.session" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	" WHERE " SESSION_KEY
 
 /*
  * The newest $3 finalized, live, current turns above turn number $4 (a
@@ -72,12 +72,12 @@ static SPIPlanPtr phrases_plan = NULL;
 #define HISTORY_SQL \
 	"SELECT t.turn_no, r.chunks, r.citations" \
 	"  FROM (SELECT turn_no FROM convctx.turn" \
-	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"         WHERE " SESSION_KEY \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	"           AND turn_no OPERATOR(pg_catalog.>) $4" \
 	"         ORDER BY turn_no DESC LIMIT $3) t" \
 	"  LEFT JOIN convctx.turn_retrieval r" \
-	"         ON r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.session_id OPERATOR(pg_catalog.=) $2" \
+	"         ON " SESSION_KEY_AT("r") \
 	"        AND r.turn_no OPERATOR(pg_catalog.=) t.turn_no" \
 	" ORDER BY t.turn_no DESC"
 
@@ -88,7 +88,7 @@ static SPIPlanPtr phrases_plan = NULL;
  */
 #define FINALIZED_EXISTS_SQL \
 	"SELECT 1 FROM convctx.session" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND live_answers OPERATOR(pg_catalog.>) 0"
 
 /* The tenant's and the shared phrases, then the built-in ones (a view). */
@@ -335,7 +335,7 @@ convctx_record_retrieval(PG_FUNCTION_ARGS)
 		Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 			Int64GetDatum(turn_no), JsonbPGetDatum(chunks), JsonbPGetDatum(resolved)};
 
-		SpiRunPlan(SpiKeptPlan(&store_plan, STORE_SQL, 5, argtypes),
+		SpiRunPlan(SpiKeptPlan(&store_retrieval_plan, STORE_RETRIEVAL_SQL, 5, argtypes),
 				   values, NULL, false, 0, SPI_OK_INSERT);
 	}
 	SPI_finish();

@@ -29,10 +29,10 @@
 #include "idmap.h"
 #include "prompt_text.h"
 
-static SPIPlanPtr store_plan = NULL;
+static SPIPlanPtr store_clarification_plan = NULL;
 static SPIPlanPtr load_plan = NULL;
 
-#define STORE_SQL \
+#define STORE_CLARIFICATION_SQL \
 	"INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, inferred_context)" \
 	" VALUES ($1, $2, $3, $4, $5)" \
 	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
@@ -46,7 +46,7 @@ static SPIPlanPtr load_plan = NULL;
 	"         ON c.tenant_id OPERATOR(pg_catalog.=) t.tenant_id" \
 	"        AND c.session_id OPERATOR(pg_catalog.=) t.session_id" \
 	"        AND c.turn_no OPERATOR(pg_catalog.=) t.turn_no" \
-	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY_AT("t") \
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3"
 
 /* Check an array of question objects {question, id?, type?, ...}. */
@@ -134,8 +134,8 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(turn_no);
 	values[3] = JsonbPGetDatum(questions);
 	values[4] = JsonbPGetDatum(inferred);
-	SpiRunPlan(SpiKeptPlan(&store_plan, STORE_SQL, 5, argtypes), values, NULL,
-			   false, 0, SPI_OK_INSERT);
+	SpiRunPlan(SpiKeptPlan(&store_clarification_plan, STORE_CLARIFICATION_SQL, 5, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT);
 	SPI_finish();
 
 	PG_RETURN_VOID();

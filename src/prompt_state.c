@@ -57,7 +57,7 @@ static SPIPlanPtr forget_turn_plan = NULL;
 static SPIPlanPtr forget_session_plan = NULL;
 
 #define LIVE_TURN \
-	" tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" " SESSION_KEY \
 	" AND deleted_at IS NULL AND replaced_by_turn_id IS NULL"
 
 /*
@@ -76,9 +76,9 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"       sm.summary, sm.covered_messages, cc.context_json, s.last_turn_no" \
 	"  FROM (SELECT 1) one" \
 	"  LEFT JOIN convctx.session s" \
-	"         ON s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2" \
+	"         ON " SESSION_KEY_AT("s") \
 	"  LEFT JOIN convctx.session_summary sm" \
-	"         ON sm.tenant_id OPERATOR(pg_catalog.=) $1 AND sm.session_id OPERATOR(pg_catalog.=) $2" \
+	"         ON " SESSION_KEY_AT("sm") \
 	"  LEFT JOIN convctx.conversation_context cc" \
 	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2"
 
@@ -88,11 +88,11 @@ static SPIPlanPtr forget_session_plan = NULL;
 	" SELECT $1, $2, $3, t.turn_no," \
 	"        (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(x.finalized_at)" \
 	"           FROM convctx.turn x" \
-	"          WHERE x.tenant_id OPERATOR(pg_catalog.=) $1 AND x.session_id OPERATOR(pg_catalog.=) $2" \
+	"          WHERE " SESSION_KEY_AT("x") \
 	"            AND x.deleted_at IS NULL AND x.replaced_by_turn_id IS NULL" \
 	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no)" \
 	"   FROM convctx.turn t" \
-	"  WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY_AT("t") \
 	"    AND t.turn_id OPERATOR(pg_catalog.=) $4" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
@@ -106,12 +106,12 @@ static SPIPlanPtr forget_session_plan = NULL;
 #define SET_SUMMARY_SQL \
 	"WITH sm AS (" SET_SUMMARY_0_1_SQL " RETURNING through_turn_no)" \
 	" UPDATE convctx.session SET summary_through_turn_no = sm.through_turn_no FROM sm" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	"  WHERE " SESSION_KEY
 
 /* The session's redaction generation, locking its row as redaction does. */
 #define SUMMARY_LOCK_SQL \
 	"SELECT redactions FROM convctx.session" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	" FOR UPDATE"
 
 /*
@@ -120,14 +120,14 @@ static SPIPlanPtr forget_session_plan = NULL;
  */
 #define SUMMARY_STALE_SQL \
 	"SELECT 1 FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_no OPERATOR(pg_catalog.<=) $3 AND redaction OPERATOR(pg_catalog.>) $4" \
 	" LIMIT 1"
 
 /* After PromptForget dropped the summary, when the session row has the mark. */
 #define CLEAR_SUMMARY_MARK_SQL \
 	"UPDATE convctx.session SET summary_through_turn_no = NULL" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND summary_through_turn_no IS NOT NULL"
 
 /*
@@ -144,13 +144,13 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"                      OPERATOR(pg_catalog.-) msgs AS newer" \
 	"                 FROM win) w WHERE newer OPERATOR(pg_catalog.<) $3)," \
 	" sm AS (SELECT summary, through_turn_no FROM convctx.session_summary s" \
-	"        WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2)" \
+	"        WHERE " SESSION_KEY_AT("s") ")" \
 	"SELECT t.turn_id, t.created_at, t.question_neutral, t.answer_neutral," \
 	"       (SELECT redactions FROM convctx.session s" \
-	"         WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.session_id OPERATOR(pg_catalog.=) $2)," \
+	"         WHERE " SESSION_KEY_AT("s") ")," \
 	"       (SELECT summary FROM sm)" \
 	"  FROM convctx.turn t, boundary b" \
-	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY_AT("t") \
 	"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
 	"   AND t.turn_no OPERATOR(pg_catalog.<) b.turn_no" \
 	"   AND t.turn_no OPERATOR(pg_catalog.>) COALESCE((SELECT through_turn_no FROM sm), 0)" \
@@ -158,22 +158,22 @@ static SPIPlanPtr forget_session_plan = NULL;
 
 #define FORGET_TURN_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.=) $3 RETURNING 1)," \
 	" c AS (DELETE FROM convctx.clarification" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.=) $3 RETURNING 1)" \
 	" DELETE FROM convctx.session_summary" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"  WHERE " SESSION_KEY \
 	"    AND through_turn_no OPERATOR(pg_catalog.>=) $3"
 
 #define FORGET_SESSION_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2 RETURNING 1)," \
+	"   WHERE " SESSION_KEY " RETURNING 1)," \
 	" c AS (DELETE FROM convctx.clarification" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2 RETURNING 1)" \
+	"   WHERE " SESSION_KEY " RETURNING 1)" \
 	" DELETE FROM convctx.session_summary" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	"  WHERE " SESSION_KEY
 
 /*
  * Forget the prompt data of a redacted turn (turn_no >= 1) or of a whole

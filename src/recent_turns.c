@@ -148,7 +148,7 @@ static SPIPlanPtr recent_plan = NULL;
 	"SELECT turn_id, request_id, created_at, finalized_at, question_neutral, answer_neutral," \
 	"       question_translated, answer_translated, metadata" \
 	"  FROM (SELECT * FROM convctx.turn" \
-	"         WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"         WHERE " SESSION_KEY \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
 	"           AND replaced_by_turn_id IS NULL" \
 	"         ORDER BY turn_no DESC" \

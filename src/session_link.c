@@ -31,11 +31,15 @@
 
 #include "convctx.h"
 
-static SPIPlanPtr session_lock_plan = NULL;
+static SPIPlanPtr session_touch_plan = NULL;
 static SPIPlanPtr link_plan = NULL;
 static SPIPlanPtr backfill_plan = NULL;
 
-#define SESSION_LOCK_SQL \
+/*
+ * Create the session row or count a link as activity on it, locking the
+ * row either way; returns the identity it is linked to.
+ */
+#define SESSION_TOUCH_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET" SESSION_ACTIVITY_SET \
@@ -45,11 +49,11 @@ static SPIPlanPtr backfill_plan = NULL;
 	"WITH link AS (INSERT INTO convctx.session_link (tenant_id, session_id, identity_id)" \
 	"              VALUES ($1, $2, $3))" \
 	" UPDATE convctx.session SET identity_id = $3" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	"  WHERE " SESSION_KEY
 
 #define BACKFILL_SQL \
 	"UPDATE convctx.turn SET identity_id = $3" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND identity_id IS NULL"
 
 static bool
@@ -139,7 +143,7 @@ convctx_link_session(PG_FUNCTION_ARGS)
 	Datum		d;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
+	SpiRunPlan(SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	current_identity = isnull ? NULL : DatumGetTextPP(d);

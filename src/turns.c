@@ -76,19 +76,19 @@ static SPIPlanPtr count_answer_plan = NULL;
 
 #define SESSION_LOCK_SQL \
 	"SELECT 1 FROM convctx.session" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	" FOR UPDATE"
 
 #define FIND_REQUEST_SQL \
 	"SELECT turn_id FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
 
 /* Number the next turn of an existing session, locking its row. */
 #define SESSION_NEXT_TURN_SQL \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
 	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	" RETURNING last_turn_no, identity_id"
 
 /* The same for a session that may not exist yet (two may race to create it). */
@@ -103,12 +103,12 @@ static SPIPlanPtr count_answer_plan = NULL;
 #define SESSION_UNTOUCH_SQL \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1," \
 	"       live_turns = live_turns OPERATOR(pg_catalog.-) 1" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	" WHERE " SESSION_KEY
 
 /* $3: the change of the answer count (-1 gives back one counted in vain). */
 #define COUNT_ANSWER_SQL \
 	"UPDATE convctx.session SET live_answers = live_answers OPERATOR(pg_catalog.+) $3" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	" WHERE " SESSION_KEY
 
 /*
  * Insert a new turn unless its request has one. Run with the session row
@@ -123,7 +123,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"       metadata, pipeline_name, consultant, repository)" \
 	" SELECT $1, $2, $3, $12, $4, $13, $5, $6, $7, $8, $9, $10, $11" \
 	"  WHERE NOT EXISTS (SELECT 1 FROM convctx.turn" \
-	"          WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"          WHERE " SESSION_KEY \
 	"            AND request_id OPERATOR(pg_catalog.=) $4 AND replaced_by_turn_id IS NULL)"
 
 /*
@@ -146,18 +146,18 @@ static SPIPlanPtr count_answer_plan = NULL;
 
 #define CAP_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3)," \
 	" c AS (DELETE FROM convctx.clarification" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3)" \
 	" , d AS (DELETE FROM convctx.turn" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3" \
 	"   RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	SUMMARY_COVERED_ADJUST_D \
 	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	" WHERE " SESSION_KEY
 
 /*
  * Store the answer of an open turn and count it in the session row, in one
@@ -173,7 +173,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 #define FINALIZE_SQL \
 	"WITH s AS (UPDATE convctx.session" \
 	"   SET live_answers = live_answers OPERATOR(pg_catalog.+) 1" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	" RETURNING summary_through_turn_no)" \
 	" UPDATE convctx.turn t SET" \
 	"  answer_neutral = $4," \
@@ -185,7 +185,7 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"                  ELSE COALESCE(t.metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
 	"  finalized_at = pg_catalog.statement_timestamp()" \
 	" FROM s" \
-	" WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY_AT("t") \
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
 	" RETURNING t.turn_no, s.summary_through_turn_no," \
@@ -206,29 +206,29 @@ static SPIPlanPtr count_answer_plan = NULL;
 	"  metadata = CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
 	"                  ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
 	"  finalized_at = pg_catalog.statement_timestamp()" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	" RETURNING turn_no, (SELECT through_turn_no FROM convctx.session_summary" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2)," \
+	"   WHERE " SESSION_KEY ")," \
 	"   CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN metadata END"
 
 /* A summary that covers a turn finalized after it was written covers its answer too. */
 #define SUMMARY_COUNT_ANSWER_SQL \
 	"UPDATE convctx.session_summary SET covered_messages = covered_messages OPERATOR(pg_catalog.+) 1" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2"
+	" WHERE " SESSION_KEY
 
 #define TURN_STATE_SQL \
 	"SELECT finalized_at IS NOT NULL, deleted_at IS NOT NULL, replaced_by_turn_id," \
 	"       answer_neutral, answer_translated" \
 	"  FROM convctx.turn" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define REPLACE_SQL \
 	"WITH old AS (" \
 	"  UPDATE convctx.turn SET replaced_by_turn_id = $4" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND session_id OPERATOR(pg_catalog.=) $2" \
+	"   WHERE " SESSION_KEY \
 	"     AND turn_id OPERATOR(pg_catalog.=) $3 AND finalized_at IS NOT NULL" \
 	"     AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	"  RETURNING *)" \
