@@ -62,6 +62,10 @@ extern void CheckTextSize(text *t, const char *what);
 extern void CheckIdLength(int len, const char *what);
 
 /* jsonb helpers (jsonb_util.c) */
+
+/* Look a key up by a string literal, its length counted by the compiler. */
+#define JSONB_KEY(container, key, out) \
+	getKeyJsonValueFromContainer((container), "" key "", sizeof(key) - 1, (out))
 extern const char *JsonbValueTypeName(JsonbValue *v);
 extern const char *JsonbRootTypeName(Jsonb *jb);
 extern bool JsonbIsArray(Jsonb *jb);
@@ -70,6 +74,7 @@ extern JsonbValue *JsonbObjectString(JsonbContainer *obj, const char *key,
 extern void JsonbPushKey(JsonbParseState **state, const char *key);
 extern void JsonbPushString(JsonbParseState **state, JsonbIteratorToken tok,
 							const char *str, int len);
+extern void JsonbPushText(JsonbParseState **state, JsonbIteratorToken tok, text *t);
 extern void JsonbPushNull(JsonbParseState **state, JsonbIteratorToken tok);
 extern void JsonbPushBool(JsonbParseState **state, JsonbIteratorToken tok, bool b);
 extern void JsonbPushInt(JsonbParseState **state, JsonbIteratorToken tok, int64 i);
@@ -178,10 +183,10 @@ extern char *UuidString(pg_uuid_t *id);
 extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribute_noreturn();
 extern bool SessionLock(text *tenant, text *session_id);
 extern bool SessionHasSummaryMark(void);
+extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
 /* Prompt data that redaction forgets (prompt_state.c) */
 extern void PromptForget(text *tenant, text *session_id, int64 turn_no);
-extern int64 PromptTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
 /* The audit log (audit.c) */
 extern void AuditWrite(text *tenant, const char *action, text *session_id,
@@ -206,6 +211,8 @@ extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern bool SpiBulkReadLatest(bool on);
 extern int64 SpiFirstInt8(void);
+extern SPITupleTable *SpiReadNewestTurns(SPIPlanPtr plan, Datum *values, int64 want,
+										 int64 last, int64 span, uint64 *nrows);
 extern Oid	ConvctxNamespace(void);
 
 /*

@@ -93,6 +93,13 @@ JsonbPushString(JsonbParseState **state, JsonbIteratorToken tok, const char *str
 	pushJsonbValue(state, tok, &v);
 }
 
+/* A text value as a JSON string; the parse state keeps the pointer. */
+void
+JsonbPushText(JsonbParseState **state, JsonbIteratorToken tok, text *t)
+{
+	JsonbPushString(state, tok, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 void
 JsonbPushNull(JsonbParseState **state, JsonbIteratorToken tok)
 {

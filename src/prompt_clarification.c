@@ -128,7 +128,7 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	SPI_connect();
 	/* Serialized with redaction, which deletes what a turn recorded. */
 	(void) SessionLock(tenant, session_id);
-	turn_no = PromptTurnNo(tenant, session_id, turn_id);
+	turn_no = LiveTurnNo(tenant, session_id, turn_id);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
 	values[2] = Int64GetDatum(turn_no);
@@ -189,7 +189,7 @@ convctx_clarification_context(PG_FUNCTION_ARGS)
 	question = DatumGetTextPP(SPI_getbinval(row, desc, 1, &isnull));
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&state, "originalDescription");
-	JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(question), VARSIZE_ANY_EXHDR(question));
+	JsonbPushText(&state, WJB_VALUE, question);
 	JsonbPushKey(&state, "questionsAsked");
 	JsonbPushJsonb(&state, WJB_VALUE, DatumGetJsonbP(SPI_getbinval(row, desc, 3, &isnull)));
 	JsonbPushKey(&state, "inferredContext");

@@ -216,10 +216,188 @@ PushMessage(JsonbParseState **state, const char *role, Datum text_datum, Datum t
 	JsonbPushKey(state, "role");
 	JsonbPushString(state, WJB_VALUE, role, strlen(role));
 	JsonbPushKey(state, "text");
-	JsonbPushString(state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	JsonbPushText(state, WJB_VALUE, t);
 	JsonbPushKey(state, "timestamp");
 	PushTimestamp(state, ts);
 	pushJsonbValue(state, WJB_END_OBJECT, NULL);
+}
+
+/* What conversation_state reads from the session's rows. */
+typedef struct SessionCounts
+{
+	bool		counted;		/* the session has a row */
+	int64		messages;		/* live questions and answers */
+	int64		finalized;		/* live answers */
+	int64		covered;		/* messages the summary covers */
+	int64		last_turn_no;
+	bool		summary_null;
+	Datum		summary;
+	Jsonb	   *context;		/* the conversation's context, or NULL */
+} SessionCounts;
+
+/* Read the session's counts, summary and context. SPI must be connected. */
+static void
+ReadSessionCounts(text *tenant, text *session_id, SessionCounts *c)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+
+	memset(c, 0, sizeof(*c));
+	c->summary_null = true;
+	SpiRunPlan(SpiKeptPlan(&counts_plan, COUNTS_SQL, 2, argtypes),
+			   values, NULL, true, 0, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	d = SPI_getbinval(row, desc, 1, &isnull);
+	c->messages = isnull ? 0 : DatumGetInt64(d);
+	c->counted = !isnull;
+	d = SPI_getbinval(row, desc, 2, &isnull);
+	c->finalized = isnull ? 0 : DatumGetInt64(d);
+	c->summary = SPI_getbinval(row, desc, 3, &c->summary_null);
+	d = SPI_getbinval(row, desc, 4, &isnull);
+	c->covered = isnull ? 0 : DatumGetInt64(d);
+	d = SPI_getbinval(row, desc, 5, &isnull);
+	if (!isnull)
+		c->context = DatumGetJsonbP(d);
+	d = SPI_getbinval(row, desc, 6, &isnull);
+	c->last_turn_no = isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * The turns of the message window, newest first. The window needs at most
+ * window live turns, and no more than the session's live turns (messages -
+ * finalized), so the read ends at the oldest of them and never walks the
+ * tombstones below. Without a session row nothing is known: the window is
+ * read. SPI must be connected.
+ */
+static SPITupleTable *
+ReadWindow(text *tenant, text *session_id, int32 window, SessionCounts *c, uint64 *nwin)
+{
+	int64		want = c->counted ? Min((int64) window, c->messages - c->finalized) : window;
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	(Datum) 0, (Datum) 0};
+
+	return SpiReadNewestTurns(SpiKeptPlan(&window_plan, WINDOW_SQL, 4, argtypes),
+							  values, want, c->last_turn_no, want, nwin);
+}
+
+/*
+ * The last window messages of the turns (newest first), oldest first: a
+ * question, then its answer when the turn is finalized.
+ */
+static void
+PushRecentMessages(JsonbParseState **state, SPITupleTable *win, uint64 nwin, int32 window)
+{
+	int64		in_window = 0;
+	int64		skip;
+	int64		i;
+
+	for (i = 0; i < (int64) nwin; i++)
+	{
+		bool		isnull;
+
+		(void) SPI_getbinval(win->vals[i], win->tupdesc, 3, &isnull);
+		in_window += isnull ? 1 : 2;
+	}
+	skip = in_window > window ? in_window - window : 0;
+	pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
+	for (i = (int64) nwin - 1; i >= 0; i--)
+	{
+		HeapTuple	row = win->vals[i];
+		bool		unfinalized;
+		bool		isnull;
+		Datum		finalized_at = SPI_getbinval(row, win->tupdesc, 3, &unfinalized);
+		Datum		question = SPI_getbinval(row, win->tupdesc, 4, &isnull);
+		Datum		created_at = SPI_getbinval(row, win->tupdesc, 2, &isnull);
+
+		if (skip > 0)
+			skip--;
+		else
+			PushMessage(state, "user", question, created_at);
+		if (!unfinalized)
+		{
+			Datum		answer = SPI_getbinval(row, win->tupdesc, 5, &isnull);
+
+			/* a live finalized turn has an answer (table constraint) */
+			if (skip > 0)
+				skip--;
+			else if (!isnull)
+				PushMessage(state, "assistant", answer, finalized_at);
+		}
+	}
+	pushJsonbValue(state, WJB_END_ARRAY, NULL);
+}
+
+/* activeNodeIds runs least to most recent; entities go most recent first. */
+static void
+PushReferencedEntities(JsonbParseState **state, Jsonb *context)
+{
+	JsonbValue	ids;
+
+	pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
+	if (context != NULL && JB_ROOT_IS_OBJECT(context) &&
+		JSONB_KEY(&context->root, CONVCTX_ACTIVE_NODE_IDS, &ids) != NULL &&
+		ids.type == jbvBinary && JsonContainerIsArray(ids.val.binary.data))
+	{
+		int			k;
+
+		for (k = JsonContainerSize(ids.val.binary.data) - 1; k >= 0; k--)
+		{
+			JsonbValue *v = getIthJsonbValueFromContainer(ids.val.binary.data, k);
+
+			if (v != NULL && v->type == jbvString && v->val.string.len > 0)
+				pushJsonbValue(state, WJB_ELEM, v);
+		}
+	}
+	pushJsonbValue(state, WJB_END_ARRAY, NULL);
+}
+
+/* The conversation_state object of a session. */
+static Jsonb *
+ConversationState(text *tenant, text *session_id, int32 window)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	JsonbParseState *state = NULL;
+	SessionCounts c;
+	SPITupleTable *win;
+	uint64		nwin;
+	Jsonb	   *out;
+
+	SPI_connect();
+	ReadSessionCounts(tenant, session_id, &c);
+	win = ReadWindow(tenant, session_id, window, &c, &nwin);
+
+	/* Build the result in the caller's context: SPI's goes at SPI_finish. */
+	MemoryContextSwitchTo(caller);
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&state, "conversation_id");
+	JsonbPushText(&state, WJB_VALUE, session_id);
+	JsonbPushKey(&state, "message_count");
+	JsonbPushInt(&state, WJB_VALUE, c.messages);
+	JsonbPushKey(&state, "is_first_message");
+	JsonbPushBool(&state, WJB_VALUE, c.finalized == 0);
+	JsonbPushKey(&state, "recent_messages");
+	PushRecentMessages(&state, win, nwin, window);
+	JsonbPushKey(&state, "referenced_entities");
+	PushReferencedEntities(&state, c.context);
+	JsonbPushKey(&state, "summary");
+	if (c.summary_null)
+		JsonbPushNull(&state, WJB_VALUE);
+	else
+		JsonbPushText(&state, WJB_VALUE, DatumGetTextPP(c.summary));
+	JsonbPushKey(&state, "needs_summary");
+	JsonbPushBool(&state, WJB_VALUE,
+				  c.messages - c.covered - Min(c.messages, (int64) window) > convctx_summary_threshold);
+	out = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	SPI_finish();
+	return out;
 }
 
 PG_FUNCTION_INFO_V1(convctx_conversation_state);
@@ -233,181 +411,8 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	int32		window = ArgLimit(fcinfo, 1, "message_window");
 	text	   *tenant = CurrentTenant();
-	MemoryContext caller = CurrentMemoryContext;
-	JsonbParseState *state = NULL;
-	JsonbValue *result;
-	Jsonb	   *out;
-	int64		messages = 0;
-	int64		finalized = 0;
-	bool		counted = false;
-	int64		covered = 0;
-	int64		last_turn_no = 0;
-	Datum		summary = (Datum) 0;
-	bool		summary_null = true;
-	Jsonb	   *context = NULL;
-	SPITupleTable *win;
-	uint64		nwin;
-	int64		in_window;
-	int64		skip;
-	int64		i;
 
-	SPI_connect();
-	{
-		Oid			argtypes[2] = {TEXTOID, TEXTOID};
-		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-
-		SpiRunPlan(SpiKeptPlan(&counts_plan, COUNTS_SQL, 2, argtypes),
-				   values, NULL, true, 0, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-		{
-			HeapTuple	row = SPI_tuptable->vals[0];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Datum		d;
-
-			d = SPI_getbinval(row, desc, 1, &isnull);
-			messages = isnull ? 0 : DatumGetInt64(d);
-			counted = !isnull;
-			d = SPI_getbinval(row, desc, 2, &isnull);
-			finalized = isnull ? 0 : DatumGetInt64(d);
-			summary = SPI_getbinval(row, desc, 3, &summary_null);
-			d = SPI_getbinval(row, desc, 4, &isnull);
-			covered = isnull ? 0 : DatumGetInt64(d);
-			d = SPI_getbinval(row, desc, 5, &isnull);
-			if (!isnull)
-				context = DatumGetJsonbP(d);
-			d = SPI_getbinval(row, desc, 6, &isnull);
-			last_turn_no = isnull ? 0 : DatumGetInt64(d);
-		}
-	}
-	{
-		/*
-		 * The window needs at most window live turns, and no more than the
-		 * session's live turns (messages - finalized), so the read ends at
-		 * the oldest of them and never walks the tombstones below. The
-		 * newest that many turn numbers hold them unless redacted turns sit
-		 * among them; then spans four times wider (a generic plan may
-		 * sort a range, so no range is left unbounded while a narrower one
-		 * may do). Without a session row nothing is known: the window is
-		 * read.
-		 */
-		int64		want = counted ? Min((int64) window, messages - finalized) : window;
-		int64		span;
-		int64		lower;
-		Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
-		Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-		Int64GetDatum(want), (Datum) 0};
-		SPIPlanPtr	plan = SpiKeptPlan(&window_plan, WINDOW_SQL, 4, argtypes);
-
-		win = NULL;
-		nwin = 0;
-		span = want;
-		while (want > 0)
-		{
-			lower = (last_turn_no - span > 0) ? last_turn_no - span : 0;
-			values[3] = Int64GetDatum(lower);
-			SpiRunPlan(plan, values, NULL, true, 0, SPI_OK_SELECT);
-			if (win != NULL)
-				SPI_freetuptable(win);
-			win = SPI_tuptable;
-			nwin = SPI_processed;
-			if (nwin >= (uint64) want || lower == 0)
-				break;
-			span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX : span * 4;
-		}
-	}
-
-	/* Build the result in the caller's context: SPI's goes at SPI_finish. */
-	MemoryContextSwitchTo(caller);
-
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	JsonbPushKey(&state, "conversation_id");
-	JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(session_id), VARSIZE_ANY_EXHDR(session_id));
-	JsonbPushKey(&state, "message_count");
-	JsonbPushInt(&state, WJB_VALUE, messages);
-	JsonbPushKey(&state, "is_first_message");
-	JsonbPushBool(&state, WJB_VALUE, finalized == 0);
-
-	/* The turns came newest first; the window's messages go oldest first. */
-	in_window = 0;
-	for (i = 0; i < (int64) nwin; i++)
-	{
-		bool		isnull;
-
-		(void) SPI_getbinval(win->vals[i], win->tupdesc, 3, &isnull);
-		in_window += isnull ? 1 : 2;
-	}
-	skip = in_window > window ? in_window - window : 0;
-	JsonbPushKey(&state, "recent_messages");
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = (int64) nwin - 1; i >= 0; i--)
-	{
-		HeapTuple	row = win->vals[i];
-		bool		unfinalized;
-		bool		isnull;
-		Datum		finalized_at = SPI_getbinval(row, win->tupdesc, 3, &unfinalized);
-		Datum		question = SPI_getbinval(row, win->tupdesc, 4, &isnull);
-		Datum		created_at = SPI_getbinval(row, win->tupdesc, 2, &isnull);
-
-		if (skip > 0)
-			skip--;
-		else
-			PushMessage(&state, "user", question, created_at);
-		if (!unfinalized)
-		{
-			Datum		answer = SPI_getbinval(row, win->tupdesc, 5, &isnull);
-
-			/* a live finalized turn has an answer (table constraint) */
-			if (skip > 0)
-				skip--;
-			else if (!isnull)
-				PushMessage(&state, "assistant", answer, finalized_at);
-		}
-	}
-	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-
-	/* activeNodeIds runs least to most recent; entities go most recent first. */
-	JsonbPushKey(&state, "referenced_entities");
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	if (context != NULL && JB_ROOT_IS_OBJECT(context))
-	{
-		JsonbValue	ids;
-
-		if (getKeyJsonValueFromContainer(&context->root, CONVCTX_ACTIVE_NODE_IDS,
-										 strlen(CONVCTX_ACTIVE_NODE_IDS), &ids) != NULL &&
-			ids.type == jbvBinary && JsonContainerIsArray(ids.val.binary.data))
-		{
-			int			n = JsonContainerSize(ids.val.binary.data);
-			int			k;
-
-			for (k = n - 1; k >= 0; k--)
-			{
-				JsonbValue *v = getIthJsonbValueFromContainer(ids.val.binary.data, k);
-
-				if (v != NULL && v->type == jbvString && v->val.string.len > 0)
-					pushJsonbValue(&state, WJB_ELEM, v);
-			}
-		}
-	}
-	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-
-	JsonbPushKey(&state, "summary");
-	if (summary_null)
-		JsonbPushNull(&state, WJB_VALUE);
-	else
-	{
-		text	   *t = DatumGetTextPP(summary);
-
-		JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-	}
-	JsonbPushKey(&state, "needs_summary");
-	JsonbPushBool(&state, WJB_VALUE,
-				  messages - covered - Min(messages, (int64) window) > convctx_summary_threshold);
-	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-	out = JsonbValueToJsonb(result);
-
-	SPI_finish();
-	PG_RETURN_JSONB_P(out);
+	PG_RETURN_JSONB_P(ConversationState(tenant, session_id, window));
 }
 
 PG_FUNCTION_INFO_V1(convctx_set_summary_0_3);
@@ -475,7 +480,7 @@ convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 				errhint("Pass the redactions value that convctx.turns_to_summarize() returned with the turns."));
 
 	/* P0002 when not in the session, 55000 for a tombstone */
-	turn_no = PromptTurnNo(tenant, session_id, through);
+	turn_no = LiveTurnNo(tenant, session_id, through);
 
 	if (seen < current)
 	{
@@ -589,6 +594,143 @@ IsPromptRole(JsonbValue *role)
 		(role->val.string.len == 9 && memcmp(role->val.string.val, "assistant", 9) == 0);
 }
 
+/*
+ * An array key of the state, or NULL when it is absent or null; 22023
+ * when it is something else.
+ */
+static JsonbContainer *
+StateArray(Jsonb *st, const char *key)
+{
+	JsonbValue	v;
+
+	if (getKeyJsonValueFromContainer(&st->root, key, strlen(key), &v) == NULL ||
+		v.type == jbvNull)
+		return NULL;
+	if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("key \"%s\" of state must be an array", key),
+				errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+	return v.val.binary.data;
+}
+
+/* Start a part of the planner context on a line of its own. */
+static void
+StartPart(StringInfo buf, bool *any, const char *heading)
+{
+	if (*any)
+		appendStringInfoChar(buf, '\n');
+	appendStringInfoString(buf, heading);
+	*any = true;
+}
+
+/*
+ * "Recent conversation:" with the last five messages as "  role: text";
+ * every message is checked, whether shown or not.
+ */
+static void
+AppendRecentMessages(StringInfo buf, bool *any, JsonbContainer *arr)
+{
+	int			n = JsonContainerSize(arr);
+	int			k;
+
+	for (k = 0; k < n; k++)
+	{
+		JsonbValue *m = getIthJsonbValueFromContainer(arr, k);
+		JsonbValue	role;
+		JsonbValue	text;
+		bool		has_text;
+
+		if (m->type != jbvBinary || !JsonContainerIsObject(m->val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("message %d of the state must be a JSON object", k + 1),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(m)));
+		if (JsonbObjectString(m->val.binary.data, "role", "a message", &role) == NULL ||
+			!IsPromptRole(&role))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("message %d of the state must have the role \"user\" or \"assistant\"",
+						   k + 1),
+					errdetail("No other role is shown to the model."));
+		has_text = JsonbObjectString(m->val.binary.data, "text", "a message", &text) != NULL;
+		if (k < n - 5)
+			continue;
+		if (k == Max(n - 5, 0))
+			StartPart(buf, any, "Recent conversation:");
+		appendStringInfoString(buf, "\n  ");
+		appendBinaryStringInfo(buf, role.val.string.val, role.val.string.len);
+		appendStringInfoString(buf, ": ");
+		if (has_text)
+			AppendPromptLineClipped(buf, text.val.string.val, text.val.string.len, 200);
+	}
+}
+
+/* "Previously mentioned entities: " with at most ten; every one is checked. */
+static void
+AppendEntities(StringInfo buf, bool *any, JsonbContainer *arr)
+{
+	int			n = JsonContainerSize(arr);
+	int			k;
+	int			shown = 0;
+
+	for (k = 0; k < n; k++)
+	{
+		JsonbValue *e = getIthJsonbValueFromContainer(arr, k);
+
+		if (e->type != jbvString)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("entity %d of the state must be a string", k + 1),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(e)));
+		if (shown == 10)
+			continue;
+		if (shown == 0)
+			StartPart(buf, any, "Previously mentioned entities: ");
+		else
+			appendStringInfoString(buf, ", ");
+		AppendPromptLine(buf, e->val.string.val, e->val.string.len);
+		shown++;
+	}
+}
+
+/* The planner context of a conversation state (render_conversation_state). */
+static text *
+RenderConversationState(Jsonb *st)
+{
+	StringInfoData buf;
+	JsonbValue	v;
+	JsonbContainer *arr;
+	bool		any = false;
+
+	if (!JB_ROOT_IS_OBJECT(st))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("state must be a JSON object"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(st)));
+	initStringInfo(&buf);
+	if (JsonbObjectString(&st->root, "summary", "state", &v) != NULL && v.val.string.len > 0)
+	{
+		StartPart(&buf, &any, "Conversation summary: ");
+		AppendPromptLine(&buf, v.val.string.val, v.val.string.len);
+	}
+	if ((arr = StateArray(st, "recent_messages")) != NULL)
+		AppendRecentMessages(&buf, &any, arr);
+	if (JSONB_KEY(&st->root, "is_first_message", &v) != NULL && v.type != jbvNull)
+	{
+		if (v.type != jbvBool)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("key \"is_first_message\" of state must be a boolean"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		if (v.val.boolean)
+			StartPart(&buf, &any, "This is the user's first message in this conversation.");
+	}
+	if ((arr = StateArray(st, "referenced_entities")) != NULL)
+		AppendEntities(&buf, &any, arr);
+	return cstring_to_text_with_len(buf.data, buf.len);
+}
+
 PG_FUNCTION_INFO_V1(convctx_render_conversation_state);
 
 /*
@@ -606,137 +748,7 @@ PG_FUNCTION_INFO_V1(convctx_render_conversation_state);
 Datum
 convctx_render_conversation_state(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *st;
-	StringInfoData buf;
-	JsonbValue	v;
-	bool		any = false;
-
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	st = PG_GETARG_JSONB_P(0);
-	if (!JB_ROOT_IS_OBJECT(st))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("state must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(st)));
-	initStringInfo(&buf);
-
-	if (JsonbObjectString(&st->root, "summary", "state", &v) != NULL && v.val.string.len > 0)
-	{
-		appendStringInfoString(&buf, "Conversation summary: ");
-		AppendPromptLine(&buf, v.val.string.val, v.val.string.len);
-		any = true;
-	}
-
-	if (getKeyJsonValueFromContainer(&st->root, "recent_messages", 15, &v) != NULL &&
-		v.type != jbvNull)
-	{
-		JsonbContainer *arr;
-		int			n;
-		int			k;
-		bool		header = false;
-
-		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"recent_messages\" of state must be an array"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		arr = v.val.binary.data;
-		n = JsonContainerSize(arr);
-		/* every message is checked, the last five are shown */
-		for (k = 0; k < n; k++)
-		{
-			JsonbValue *m = getIthJsonbValueFromContainer(arr, k);
-			JsonbValue	role;
-			JsonbValue	text;
-			bool		has_text;
-
-			if (m->type != jbvBinary || !JsonContainerIsObject(m->val.binary.data))
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("message %d of the state must be a JSON object", k + 1),
-						errdetail("Got a JSON %s.", JsonbValueTypeName(m)));
-			if (JsonbObjectString(m->val.binary.data, "role", "a message", &role) == NULL ||
-				!IsPromptRole(&role))
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("message %d of the state must have the role \"user\" or \"assistant\"",
-							   k + 1),
-						errdetail("No other role is shown to the model."));
-			has_text = JsonbObjectString(m->val.binary.data, "text", "a message", &text) != NULL;
-			if (k < n - 5)
-				continue;
-			if (!header)
-			{
-				if (any)
-					appendStringInfoChar(&buf, '\n');
-				appendStringInfoString(&buf, "Recent conversation:");
-				any = header = true;
-			}
-			appendStringInfoString(&buf, "\n  ");
-			appendBinaryStringInfo(&buf, role.val.string.val, role.val.string.len);
-			appendStringInfoString(&buf, ": ");
-			if (has_text)
-				AppendPromptLineClipped(&buf, text.val.string.val, text.val.string.len, 200);
-		}
-	}
-
-	if (getKeyJsonValueFromContainer(&st->root, "is_first_message", 16, &v) != NULL &&
-		v.type != jbvNull)
-	{
-		if (v.type != jbvBool)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"is_first_message\" of state must be a boolean"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		if (v.val.boolean)
-		{
-			if (any)
-				appendStringInfoChar(&buf, '\n');
-			appendStringInfoString(&buf, "This is the user's first message in this conversation.");
-			any = true;
-		}
-	}
-
-	if (getKeyJsonValueFromContainer(&st->root, "referenced_entities", 19, &v) != NULL &&
-		v.type != jbvNull)
-	{
-		JsonbContainer *arr;
-		int			n;
-		int			k;
-		int			shown = 0;
-
-		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"referenced_entities\" of state must be an array"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		arr = v.val.binary.data;
-		n = JsonContainerSize(arr);
-		for (k = 0; k < n; k++)
-		{
-			JsonbValue *e = getIthJsonbValueFromContainer(arr, k);
-
-			if (e->type != jbvString)
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("entity %d of the state must be a string", k + 1),
-						errdetail("Got a JSON %s.", JsonbValueTypeName(e)));
-			if (shown == 10)
-				continue;
-			if (shown == 0)
-			{
-				if (any)
-					appendStringInfoChar(&buf, '\n');
-				appendStringInfoString(&buf, "Previously mentioned entities: ");
-				any = true;
-			}
-			else
-				appendStringInfoString(&buf, ", ");
-			AppendPromptLine(&buf, e->val.string.val, e->val.string.len);
-			shown++;
-		}
-	}
-
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+	PG_RETURN_TEXT_P(RenderConversationState(PG_GETARG_JSONB_P(0)));
 }

@@ -651,7 +651,7 @@ convctx_recent_turns_json(PG_FUNCTION_ARGS)
 			{
 				text	   *t = DatumGetTextPP(RowValues(&rt, i)[columns[k]]);
 
-				JsonbPushString(&state, WJB_VALUE, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				JsonbPushText(&state, WJB_VALUE, t);
 			}
 		}
 		pushJsonbValue(&state, WJB_END_OBJECT, NULL);

@@ -73,11 +73,17 @@ static SPIPlanPtr turn_state_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
 static SPIPlanPtr session_lock_plan = NULL;
 static SPIPlanPtr count_answer_plan = NULL;
+static SPIPlanPtr live_turn_no_plan = NULL;
 
 #define SESSION_LOCK_SQL \
 	"SELECT 1 FROM convctx.session" \
 	" WHERE " SESSION_KEY \
 	" FOR UPDATE"
+
+#define LIVE_TURN_NO_SQL \
+	"SELECT turn_no, deleted_at IS NOT NULL FROM convctx.turn" \
+	" WHERE " SESSION_KEY \
+	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
 #define FIND_REQUEST_SQL \
 	"SELECT turn_id FROM convctx.turn" \
@@ -349,6 +355,30 @@ SessionLock(text *tenant, text *session_id)
 	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	return SPI_processed > 0;
+}
+
+/*
+ * The turn_no of a live turn of the session; P0002 when it does not exist,
+ * 55000 when it is a tombstone. SPI must be connected.
+ */
+int64
+LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id)};
+	bool		isnull;
+
+	SpiRunPlan(SpiKeptPlan(&live_turn_no_plan, LIVE_TURN_NO_SQL, 3, argtypes),
+			   values, NULL, false, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ReportTurnNotFound(turn_id, session_id);
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn has been redacted"),
+				errdetail("Turn %s keeps no text and takes none.", UuidString(turn_id)));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /* Whether convctx.session has summary_through_turn_no, per backend. */
