@@ -362,7 +362,7 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 						errmsg("node %d must be a JSON object", n + 1),
 						errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
 			node = v.val.binary.data;
-			if (getKeyJsonValueFromContainer(node, "id", 2, &id) == NULL ||
+			if (JSONB_KEY(node, "id", &id) == NULL ||
 				id.type != jbvString)
 				ereport(ERROR,
 						errcode(ERRCODE_INVALID_PARAMETER_VALUE),

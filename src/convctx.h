@@ -69,6 +69,7 @@ extern void CheckIdLength(int len, const char *what);
 extern const char *JsonbValueTypeName(JsonbValue *v);
 extern const char *JsonbRootTypeName(Jsonb *jb);
 extern bool JsonbIsArray(Jsonb *jb);
+extern bool JsonbStringIs(JsonbValue *v, const char *str);
 extern JsonbValue *JsonbObjectString(JsonbContainer *obj, const char *key,
 									 const char *what, JsonbValue *out);
 extern void JsonbPushKey(JsonbParseState **state, const char *key);

@@ -146,3 +146,11 @@ JsonbPushJsonb(JsonbParseState **state, JsonbIteratorToken tok, Jsonb *jb)
 	v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
 	pushJsonbValue(state, tok, &v);
 }
+
+/* Whether a JSON string value is exactly str. */
+bool
+JsonbStringIs(JsonbValue *v, const char *str)
+{
+	return v->type == jbvString && v->val.string.len == (int) strlen(str) &&
+		memcmp(v->val.string.val, str, v->val.string.len) == 0;
+}

@@ -144,7 +144,7 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 		JsonbValue	ip;
 
 		Assert(JB_ROOT_IS_OBJECT(meta));
-		if (getKeyJsonValueFromContainer(&meta->root, "ip", 2, &ip) != NULL &&
+		if (JSONB_KEY(&meta->root, "ip", &ip) != NULL &&
 			ip.type != jbvNull)
 		{
 			if (ip.type != jbvString)
@@ -187,32 +187,15 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 
 	if (ip_hash != NULL)
 	{
-		JsonbValue	k;
-		JsonbValue	v;
-
-		k.type = jbvString;
-		k.val.string.val = "ip_hash";
-		k.val.string.len = 7;
-		v.type = jbvString;
-		v.val.string.val = ip_hash;
-		v.val.string.len = strlen(ip_hash);
-		pushJsonbValue(&state, WJB_KEY, &k);
-		pushJsonbValue(&state, WJB_VALUE, &v);
+		JsonbPushKey(&state, "ip_hash");
+		JsonbPushString(&state, WJB_VALUE, ip_hash, strlen(ip_hash));
 		pairs++;
 	}
 
 	if (question_neutral_is_fallback)
 	{
-		JsonbValue	k;
-		JsonbValue	v;
-
-		k.type = jbvString;
-		k.val.string.val = "question_neutral_is_fallback";
-		k.val.string.len = strlen(k.val.string.val);
-		v.type = jbvBool;
-		v.val.boolean = true;
-		pushJsonbValue(&state, WJB_KEY, &k);
-		pushJsonbValue(&state, WJB_VALUE, &v);
+		JsonbPushKey(&state, "question_neutral_is_fallback");
+		JsonbPushBool(&state, WJB_VALUE, true);
 		pairs++;
 	}
 

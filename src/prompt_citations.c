@@ -102,7 +102,7 @@ CheckChunk(JsonbValue *v, const char *what)
 static void
 ChunkId(JsonbContainer *chunk, JsonbValue *id)
 {
-	if (getKeyJsonValueFromContainer(chunk, "id", 2, id) == NULL || id->type != jbvString)
+	if (JSONB_KEY(chunk, "id", id) == NULL || id->type != jbvString)
 		elog(ERROR, "chunk without an id");
 }
 
@@ -140,7 +140,7 @@ MapChunks(idmap_hash *map, JsonbContainer *arr)
 
 		if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
 			continue;
-		if (getKeyJsonValueFromContainer(v->val.binary.data, "id", 2, &id) == NULL ||
+		if (JSONB_KEY(v->val.binary.data, "id", &id) == NULL ||
 			id.type != jbvString)
 			continue;
 		e = IdMapInsert(map, id.val.string.val, id.val.string.len, &found);
@@ -592,8 +592,7 @@ SectionOf(JsonbValue *v)
 	int			s;
 
 	for (s = 0; s < 3; s++)
-		if (v->val.string.len == (int) strlen(section_names[s]) &&
-			memcmp(v->val.string.val, section_names[s], v->val.string.len) == 0)
+		if (JsonbStringIs(v, section_names[s]))
 			return s;
 	return -1;
 }

@@ -141,18 +141,14 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-PG_FUNCTION_INFO_V1(convctx_clarification_context);
-
 /*
- * clarification_context(session_id, turn_id, answers) -> jsonb
+ * The recorded clarification of a live turn with the original question
+ * and the user's answers (NULL for none), as clarification_context
+ * returns it.
  */
-Datum
-convctx_clarification_context(PG_FUNCTION_ARGS)
+static Jsonb *
+ClarificationContext(text *tenant, text *session_id, pg_uuid_t *turn_id, Jsonb *answers)
 {
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
-	Jsonb	   *answers = ArgObject(fcinfo, 2, "answers", false);
-	text	   *tenant = CurrentTenant();
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	UUIDPGetDatum(turn_id)};
@@ -205,7 +201,24 @@ convctx_clarification_context(PG_FUNCTION_ARGS)
 	out = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 	SPI_finish();
 
-	PG_RETURN_JSONB_P(out);
+	return out;
+}
+
+
+PG_FUNCTION_INFO_V1(convctx_clarification_context);
+
+/*
+ * clarification_context(session_id, turn_id, answers) -> jsonb
+ */
+Datum
+convctx_clarification_context(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+	Jsonb	   *answers = ArgObject(fcinfo, 2, "answers", false);
+	text	   *tenant = CurrentTenant();
+
+	PG_RETURN_JSONB_P(ClarificationContext(tenant, session_id, turn_id, answers));
 }
 
 /* True when a string has something besides white space. */
@@ -245,6 +258,158 @@ AppendOrDefault(StringInfo buf, const char *prefix, JsonbContainer *obj, const c
 		appendStringInfoString(buf, fallback);
 }
 
+/*
+ * A key of the clarification context that must be a JSON array (or, with
+ * array false, an object); NULL when it is absent or null.
+ */
+static JsonbContainer *
+ClarificationKey(Jsonb *ctx, const char *key, bool array)
+{
+	JsonbValue	v;
+
+	if (getKeyJsonValueFromContainer(&ctx->root, key, strlen(key), &v) == NULL ||
+		v.type == jbvNull)
+		return NULL;
+	if (v.type != jbvBinary ||
+		!(array ? JsonContainerIsArray(v.val.binary.data) : JsonContainerIsObject(v.val.binary.data)))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("key \"%s\" must be a JSON %s", key, array ? "array" : "object"),
+				errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+	return v.val.binary.data;
+}
+
+/* Check that every answer is a string (or null). */
+static void
+CheckAnswers(JsonbContainer *answers)
+{
+	JsonbIterator *it = JsonbIteratorInit(answers);
+	JsonbValue	a;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &a, true)) != WJB_DONE)
+		if (tok == WJB_VALUE && a.type != jbvString && a.type != jbvNull)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("every answer must be a string"),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&a)));
+}
+
+/* "## Questions I Asked" with a "- question (type)" line per question. */
+static void
+AppendQuestions(StringInfo buf, JsonbContainer *questions)
+{
+	int			n = questions ? JsonContainerSize(questions) : 0;
+	int			i;
+
+	appendStringInfoString(buf, "\n\n## Questions I Asked");
+	for (i = 0; i < n; i++)
+	{
+		JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
+		JsonbValue	text;
+		JsonbValue	type;
+
+		(void) JsonbObjectString(q, "question", "a question", &text);
+		appendStringInfoString(buf, "\n- ");
+		AppendPromptLine(buf, text.val.string.val, text.val.string.len);
+		if (JsonbObjectString(q, "type", "a question", &type) != NULL)
+		{
+			appendStringInfoString(buf, " (");
+			AppendPromptLine(buf, type.val.string.val, type.val.string.len);
+			appendStringInfoChar(buf, ')');
+		}
+	}
+}
+
+/*
+ * "## User's Clarifications": answers in the order the questions were
+ * asked, then any others; "(User skipped clarification)" when none has
+ * text.
+ */
+static void
+AppendAnswers(StringInfo buf, JsonbContainer *questions, JsonbContainer *answers)
+{
+	int			n = questions ? JsonContainerSize(questions) : 0;
+	idmap_hash *shown = idmap_create(CurrentMemoryContext, 16, NULL);
+	bool		any = false;
+	JsonbIterator *it;
+	JsonbValue	k;
+	JsonbValue	a;
+	JsonbIteratorToken tok;
+	int			i;
+
+	appendStringInfoString(buf, "\n\n## User's Clarifications");
+	if (answers != NULL)
+	{
+		for (i = 0; i < n; i++)
+		{
+			JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
+			JsonbValue	id;
+			bool		found;
+
+			if (JsonbObjectString(q, "id", "a question", &id) == NULL)
+				continue;
+			(void) IdMapInsert(shown, id.val.string.val, id.val.string.len, &found);
+			if (!found && getKeyJsonValueFromContainer(answers, id.val.string.val,
+													   id.val.string.len, &a) != NULL)
+				AppendAnswer(buf, &id, &a, &any);
+		}
+		it = JsonbIteratorInit(answers);
+		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+		{
+			if (tok != WJB_KEY)
+				continue;
+			tok = JsonbIteratorNext(&it, &a, true);
+			if (IdMapLookup(shown, k.val.string.val, k.val.string.len) == NULL)
+				AppendAnswer(buf, &k, &a, &any);
+		}
+	}
+	if (!any)
+		appendStringInfoString(buf, "\n(User skipped clarification)");
+}
+
+/* The prompt of a clarification context (render_clarification). */
+static text *
+RenderClarification(Jsonb *ctx, text *instruction)
+{
+	StringInfoData buf;
+	JsonbValue	v;
+	JsonbContainer *questions;
+	JsonbContainer *answers;
+	JsonbContainer *inferred;
+
+	if (!JB_ROOT_IS_OBJECT(ctx))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("clarification context must be a JSON object"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
+	if ((questions = ClarificationKey(ctx, "questionsAsked", true)) != NULL)
+		CheckQuestions(questions, "questionsAsked");
+	if ((answers = ClarificationKey(ctx, "answers", false)) != NULL)
+		CheckAnswers(answers);
+	inferred = ClarificationKey(ctx, "inferredContext", false);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "## Original Issue\n");
+	if (JsonbObjectString(&ctx->root, "originalDescription", "the clarification context", &v) != NULL)
+	{
+		appendStringInfoString(&buf, PROMPT_BLOCK_INDENT);
+		AppendPromptBlock(&buf, v.val.string.val, v.val.string.len, PROMPT_BLOCK_INDENT);
+	}
+	AppendQuestions(&buf, questions);
+	AppendAnswers(&buf, questions, answers);
+	appendStringInfoString(&buf, "\n\n## My Previous Analysis");
+	AppendOrDefault(&buf, "\n- Detected location: ", inferred, "detected_location", "unknown");
+	AppendOrDefault(&buf, "\n- Detected scope: ", inferred, "detected_scope", "unknown");
+	AppendOrDefault(&buf, "\n- Reasoning: ", inferred, "reasoning", "none");
+	if (instruction != NULL)
+	{
+		appendStringInfoString(&buf, "\n\n");
+		appendBinaryStringInfo(&buf, VARDATA_ANY(instruction), VARSIZE_ANY_EXHDR(instruction));
+	}
+	return cstring_to_text_with_len(buf.data, buf.len);
+}
+
 PG_FUNCTION_INFO_V1(convctx_render_clarification);
 
 /*
@@ -264,143 +429,8 @@ PG_FUNCTION_INFO_V1(convctx_render_clarification);
 Datum
 convctx_render_clarification(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *ctx;
-	StringInfoData buf;
-	JsonbValue	v;
-	JsonbContainer *questions = NULL;
-	JsonbContainer *answers = NULL;
-	JsonbContainer *inferred = NULL;
-	idmap_hash *shown;
-	bool		any = false;
-	int			n;
-	int			i;
-
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	ctx = PG_GETARG_JSONB_P(0);
-	if (!JB_ROOT_IS_OBJECT(ctx))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("clarification context must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
-
-	if (getKeyJsonValueFromContainer(&ctx->root, "questionsAsked", 14, &v) != NULL &&
-		v.type != jbvNull)
-	{
-		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"questionsAsked\" must be a JSON array"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		questions = v.val.binary.data;
-		CheckQuestions(questions, "questionsAsked");
-	}
-	if (getKeyJsonValueFromContainer(&ctx->root, "answers", 7, &v) != NULL && v.type != jbvNull)
-	{
-		JsonbIterator *it;
-		JsonbValue	a;
-		JsonbIteratorToken tok;
-
-		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"answers\" must be a JSON object"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		answers = v.val.binary.data;
-		it = JsonbIteratorInit(answers);
-		while ((tok = JsonbIteratorNext(&it, &a, true)) != WJB_DONE)
-			if (tok == WJB_VALUE && a.type != jbvString && a.type != jbvNull)
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("every answer must be a string"),
-						errdetail("Got a JSON %s.", JsonbValueTypeName(&a)));
-	}
-	if (getKeyJsonValueFromContainer(&ctx->root, "inferredContext", 15, &v) != NULL &&
-		v.type != jbvNull)
-	{
-		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"inferredContext\" must be a JSON object"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		inferred = v.val.binary.data;
-	}
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "## Original Issue\n");
-	if (JsonbObjectString(&ctx->root, "originalDescription", "the clarification context", &v) != NULL)
-	{
-		appendStringInfoString(&buf, PROMPT_BLOCK_INDENT);
-		AppendPromptBlock(&buf, v.val.string.val, v.val.string.len, PROMPT_BLOCK_INDENT);
-	}
-
-	appendStringInfoString(&buf, "\n\n## Questions I Asked");
-	n = questions ? JsonContainerSize(questions) : 0;
-	for (i = 0; i < n; i++)
-	{
-		JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
-		JsonbValue	text;
-		JsonbValue	type;
-
-		(void) JsonbObjectString(q, "question", "a question", &text);
-		appendStringInfoString(&buf, "\n- ");
-		AppendPromptLine(&buf, text.val.string.val, text.val.string.len);
-		if (JsonbObjectString(q, "type", "a question", &type) != NULL)
-		{
-			appendStringInfoString(&buf, " (");
-			AppendPromptLine(&buf, type.val.string.val, type.val.string.len);
-			appendStringInfoChar(&buf, ')');
-		}
-	}
-
-	/* Answers in the order the questions were asked, then any others. */
-	appendStringInfoString(&buf, "\n\n## User's Clarifications");
-	shown = idmap_create(CurrentMemoryContext, 16, NULL);
-	if (answers != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	k;
-		JsonbValue	a;
-		JsonbIteratorToken tok;
-
-		for (i = 0; i < n; i++)
-		{
-			JsonbContainer *q = getIthJsonbValueFromContainer(questions, i)->val.binary.data;
-			JsonbValue	id;
-			bool		found;
-
-			if (JsonbObjectString(q, "id", "a question", &id) == NULL)
-				continue;
-			(void) IdMapInsert(shown, id.val.string.val, id.val.string.len, &found);
-			if (!found && getKeyJsonValueFromContainer(answers, id.val.string.val,
-													   id.val.string.len, &a) != NULL)
-				AppendAnswer(&buf, &id, &a, &any);
-		}
-		it = JsonbIteratorInit(answers);
-		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
-		{
-			if (tok != WJB_KEY)
-				continue;
-			tok = JsonbIteratorNext(&it, &a, true);
-			if (IdMapLookup(shown, k.val.string.val, k.val.string.len) == NULL)
-				AppendAnswer(&buf, &k, &a, &any);
-		}
-	}
-	if (!any)
-		appendStringInfoString(&buf, "\n(User skipped clarification)");
-
-	appendStringInfoString(&buf, "\n\n## My Previous Analysis");
-	AppendOrDefault(&buf, "\n- Detected location: ", inferred, "detected_location", "unknown");
-	AppendOrDefault(&buf, "\n- Detected scope: ", inferred, "detected_scope", "unknown");
-	AppendOrDefault(&buf, "\n- Reasoning: ", inferred, "reasoning", "none");
-
-	if (!PG_ARGISNULL(1))
-	{
-		text	   *instruction = PG_GETARG_TEXT_PP(1);
-
-		appendStringInfoString(&buf, "\n\n");
-		appendBinaryStringInfo(&buf, VARDATA_ANY(instruction), VARSIZE_ANY_EXHDR(instruction));
-	}
-
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+	PG_RETURN_TEXT_P(RenderClarification(PG_GETARG_JSONB_P(0),
+										 PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1)));
 }

@@ -590,8 +590,7 @@ convctx_turns_to_summarize(PG_FUNCTION_ARGS)
 static bool
 IsPromptRole(JsonbValue *role)
 {
-	return (role->val.string.len == 4 && memcmp(role->val.string.val, "user", 4) == 0) ||
-		(role->val.string.len == 9 && memcmp(role->val.string.val, "assistant", 9) == 0);
+	return JsonbStringIs(role, "user") || JsonbStringIs(role, "assistant");
 }
 
 /*
