@@ -493,6 +493,170 @@ SessionNextTurn(text *tenant, text *session_id, text **identity)
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/* What start_turn was asked to store, checked. */
+typedef struct NewTurn
+{
+	text	   *session_id;
+	text	   *request_id;
+	text	   *question_neutral;	/* the translated question when missing */
+	text	   *identity_id;
+	text	   *question_translated;
+	bool		translate_chat;
+	Jsonb	   *metadata;		/* filtered */
+	text	   *pipeline_name;
+	text	   *consultant;
+	text	   *repository;
+} NewTurn;
+
+/* The parameter types of APPEND_SQL ($1..$11) and INSERT_TURN_SQL ($1..$13). */
+static Oid	new_turn_argtypes[13] = {
+	TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID, JSONBOID,
+	TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID
+};
+
+/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
+static void
+NewTurnColumns(text *tenant, NewTurn *t, pg_uuid_t *turn_id, Datum *values, char *nulls)
+{
+	memset(nulls, ' ', 13);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(t->session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = PointerGetDatum(t->request_id);
+	values[4] = BoolGetDatum(t->translate_chat);
+	values[5] = PointerGetDatum(t->question_neutral);
+	values[6] = PlanArg(t->question_translated, &nulls[6]);
+	values[7] = PlanArg(t->metadata, &nulls[7]);
+	values[8] = PlanArg(t->pipeline_name, &nulls[8]);
+	values[9] = PlanArg(t->consultant, &nulls[9]);
+	values[10] = PlanArg(t->repository, &nulls[10]);
+}
+
+/*
+ * The common case, a turn of an existing session, in one statement.
+ * Returns false when the session does not exist; else sets the turn's
+ * number, the session's identity and whether the turn was inserted.
+ */
+static bool
+AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
+		   bool *inserted)
+{
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+
+	SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 11, new_turn_argtypes), values, nulls,
+			   false, 0, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return false;
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	*turn_no = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	d = SPI_getbinval(row, desc, 2, &isnull);
+	*session_identity = isnull ? NULL : DatumGetTextPP(d);
+	*inserted = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+	return true;
+}
+
+/*
+ * Number the turn (creating the session when it is new), link the
+ * identity it names, and insert it. Returns whether it was inserted (not
+ * when its request has a turn already).
+ */
+static bool
+InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
+		   text **session_identity)
+{
+	*turn_no = SessionNextTurn(tenant, t->session_id, session_identity);
+
+	/* Linking comes before the insert: the link rule may refuse the call. */
+	if (t->identity_id != NULL)
+	{
+		SessionLinkLocked(tenant, t->session_id, *session_identity, t->identity_id, true);
+		*session_identity = t->identity_id;
+	}
+	values[11] = Int64GetDatum(*turn_no);
+	values[12] = PlanArg(*session_identity, &nulls[12]);
+	SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, new_turn_argtypes),
+			   values, nulls, false, 0, SPI_OK_INSERT);
+	return SPI_processed > 0;
+}
+
+/* The request has its turn already: give the number back, return its id. */
+static pg_uuid_t *
+RepeatedTurn(text *tenant, NewTurn *t)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(t->session_id)};
+	pg_uuid_t  *turn_id;
+
+	SpiRunPlan(SpiKeptPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+	turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
+						  PointerGetDatum(t->request_id));
+	if (turn_id == NULL)
+		elog(ERROR, "turn of a repeated start_turn not found");
+	return turn_id;
+}
+
+/* An anonymous session keeps its newest convctx.max_session_turns turns. */
+static void
+CapSession(text *tenant, text *session_id, int64 turn_no)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(turn_no - convctx_max_session_turns)};
+
+	SpiRunPlan(SpiKeptPlan(&cap_plan, CAP_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Store a new turn, or find the one its request has: the turn id. The
+ * session row stays locked until the end of the transaction.
+ */
+static pg_uuid_t *
+StartTurn(text *tenant, NewTurn *t)
+{
+	/* Allocated before SPI_connect: it is returned after SPI_finish. */
+	pg_uuid_t  *turn_id = NewTurnId();
+	Datum		values[13];
+	char		nulls[13];
+	int64		turn_no;
+	text	   *session_identity;
+	bool		inserted;
+
+	SPI_connect();
+	NewTurnColumns(tenant, t, turn_id, values, nulls);
+	if (t->identity_id != NULL)
+	{
+		/*
+		 * A repeat must return its turn even when the identity it names
+		 * would be refused now, so it is looked for first.
+		 */
+		pg_uuid_t  *existing = FindRequest(PointerGetDatum(tenant),
+										   PointerGetDatum(t->session_id),
+										   PointerGetDatum(t->request_id));
+
+		if (existing != NULL)
+		{
+			SPI_finish();
+			return existing;
+		}
+	}
+	if (t->identity_id != NULL ||
+		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted))
+		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity);
+
+	if (!inserted)
+		turn_id = RepeatedTurn(tenant, t);
+	else if (session_identity == NULL && turn_no > convctx_max_session_turns)
+		CapSession(tenant, t->session_id, turn_no);
+	SPI_finish();
+	return turn_id;
+}
+
 PG_FUNCTION_INFO_V1(convctx_start_turn);
 
 /*
@@ -506,140 +670,35 @@ Datum
 convctx_start_turn(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(start_turn);
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	text	   *request_id = ArgRequiredId(fcinfo, 1, "request_id");
-	text	   *question_neutral = ArgOptionalText(fcinfo, 2, "question_neutral");
-	text	   *identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
-	text	   *question_translated = ArgOptionalText(fcinfo, 4, "question_translated");
-	bool		translate_chat = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
-	Jsonb	   *meta = ArgOptionalObject(fcinfo, 6, "meta");
-	text	   *pipeline_name = ArgOptionalLabel(fcinfo, 7, "pipeline_name");
-	text	   *consultant = ArgOptionalLabel(fcinfo, 8, "consultant");
-	text	   *repository = ArgOptionalLabel(fcinfo, 9, "repository");
+	NewTurn		t;
+	Jsonb	   *meta;
+	text	   *tenant;
 	bool		fallback = false;
-	Jsonb	   *metadata;
-	text	   *tenant = CurrentTenant();
-	pg_uuid_t  *turn_id;
-	int64		turn_no;
-	text	   *session_identity;
-	Oid			argtypes[13] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID,
-								TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID,
-								INT8OID, TEXTOID};
-	Datum		values[13];
-	char		nulls[13];
-	bool		appended = false;
-	bool		inserted;
-	bool		isnull;
 
-	if (question_neutral == NULL || VARSIZE_ANY_EXHDR(question_neutral) == 0)
+	t.session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	t.request_id = ArgRequiredId(fcinfo, 1, "request_id");
+	t.question_neutral = ArgOptionalText(fcinfo, 2, "question_neutral");
+	t.identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
+	t.question_translated = ArgOptionalText(fcinfo, 4, "question_translated");
+	t.translate_chat = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
+	meta = ArgOptionalObject(fcinfo, 6, "meta");
+	t.pipeline_name = ArgOptionalLabel(fcinfo, 7, "pipeline_name");
+	t.consultant = ArgOptionalLabel(fcinfo, 8, "consultant");
+	t.repository = ArgOptionalLabel(fcinfo, 9, "repository");
+	tenant = CurrentTenant();
+
+	if (t.question_neutral == NULL || VARSIZE_ANY_EXHDR(t.question_neutral) == 0)
 	{
-		if (question_translated == NULL || VARSIZE_ANY_EXHDR(question_translated) == 0)
+		if (t.question_translated == NULL || VARSIZE_ANY_EXHDR(t.question_translated) == 0)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("a turn needs a question"),
 					errdetail("question_neutral and question_translated are both missing or empty."));
-		question_neutral = question_translated;
+		t.question_neutral = t.question_translated;
 		fallback = true;
 	}
-	metadata = MetadataFilter(meta, fallback);
-
-	/* Allocated before SPI_connect: it is returned after SPI_finish. */
-	turn_id = NewTurnId();
-	SPI_connect();
-
-	/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = UUIDPGetDatum(turn_id);
-	values[3] = PointerGetDatum(request_id);
-	values[4] = BoolGetDatum(translate_chat);
-	values[5] = PointerGetDatum(question_neutral);
-	values[6] = PlanArg(question_translated, &nulls[6]);
-	values[7] = PlanArg(metadata, &nulls[7]);
-	values[8] = PlanArg(pipeline_name, &nulls[8]);
-	values[9] = PlanArg(consultant, &nulls[9]);
-	values[10] = PlanArg(repository, &nulls[10]);
-
-	if (identity_id == NULL)
-	{
-		/* The common case, a turn of an existing session: one statement. */
-		SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 11, argtypes), values, nulls,
-				   false, 0, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-		{
-			HeapTuple	row = SPI_tuptable->vals[0];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			Datum		d;
-
-			turn_no = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-			d = SPI_getbinval(row, desc, 2, &isnull);
-			session_identity = isnull ? NULL : DatumGetTextPP(d);
-			inserted = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
-			appended = true;
-		}
-	}
-	else
-	{
-		/*
-		 * A repeat must return its turn even when the identity it names
-		 * would be refused now, so it is looked for first.
-		 */
-		pg_uuid_t  *existing = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
-										   PointerGetDatum(request_id));
-
-		if (existing != NULL)
-		{
-			SPI_finish();
-			PG_RETURN_UUID_P(existing);
-		}
-	}
-
-	if (!appended)
-	{
-		turn_no = SessionNextTurn(tenant, session_id, &session_identity);
-
-		/* Linking comes before the insert: the link rule may refuse the call. */
-		if (identity_id != NULL)
-		{
-			SessionLinkLocked(tenant, session_id, session_identity, identity_id, true);
-			session_identity = identity_id;
-		}
-
-		values[11] = Int64GetDatum(turn_no);
-		values[12] = PlanArg(session_identity, &nulls[12]);
-		SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, argtypes), values, nulls,
-				   false, 0, SPI_OK_INSERT);
-		inserted = SPI_processed > 0;
-	}
-
-	if (!inserted)
-	{
-		/* The request has its turn already: give the number back. */
-		Oid			argtypes[2] = {TEXTOID, TEXTOID};
-		Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-		SPIPlanPtr	plan = SpiKeptPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, 2, argtypes);
-
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
-		turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(session_id),
-							  PointerGetDatum(request_id));
-		if (turn_id == NULL)
-			elog(ERROR, "turn of a repeated start_turn not found");
-	}
-	else if (session_identity == NULL && turn_no > convctx_max_session_turns)
-	{
-		Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-		Datum		values[3];
-		SPIPlanPtr	plan = SpiKeptPlan(&cap_plan, CAP_SQL, 3, argtypes);
-
-		values[0] = PointerGetDatum(tenant);
-		values[1] = PointerGetDatum(session_id);
-		values[2] = Int64GetDatum(turn_no - convctx_max_session_turns);
-		SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
-	}
-
-	SPI_finish();
-	PG_RETURN_UUID_P(turn_id);
+	t.metadata = MetadataFilter(meta, fallback);
+	PG_RETURN_UUID_P(StartTurn(tenant, &t));
 }
 
 /*
@@ -709,6 +768,90 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 			errhint("Use convctx.replace_turn() to correct an answer."));
 }
 
+/*
+ * Run the finalizing statement (with the summary mark, or in the order of
+ * the tables of 0.1.0: the session row first, then the turn). Returns
+ * whether the turn was finalized; its row is then in SPI_tuptable.
+ */
+static bool
+RunFinalize(text *tenant, text *session_id, Datum *values, char *nulls)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID};
+
+	if (SessionHasSummaryMark())
+		SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes),
+				   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
+	else if (CountAnswer(tenant, session_id, 1))
+		SpiRunPlan(SpiKeptPlan(&finalize_0_1_plan, FINALIZE_0_1_SQL, 7, argtypes),
+				   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
+	else
+		return false;
+	return SPI_processed > 0;
+}
+
+/*
+ * After a turn was finalized (its row in SPI_tuptable): check the merged
+ * metadata's size, and count the answer in the summary that covers it.
+ */
+static void
+CountFinalized(Datum *values)
+{
+	HeapTuple	row = SPI_tuptable->vals[0];
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		isnull;
+	int64		turn_no = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+	Datum		through = SPI_getbinval(row, desc, 2, &isnull);
+	bool		unmerged;
+	Datum		merged = SPI_getbinval(row, desc, 3, &unmerged);
+
+	/* The merge happened in the statement: its error rolls it back. */
+	if (!unmerged)
+		CheckMetadataSize(merged);
+	if (!isnull && turn_no <= DatumGetInt64(through))
+	{
+		Oid			summary_types[2] = {TEXTOID, TEXTOID};
+
+		SpiRunPlan(SpiKeptPlan(&summary_count_answer_plan, SUMMARY_COUNT_ANSWER_SQL, 2,
+							   summary_types),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+	}
+}
+
+/*
+ * Store the answer of an open turn; a repeat that changes nothing is
+ * accepted, anything else explained (TurnStateCheck). fallback is NULL
+ * when not given.
+ */
+static void
+FinalizeTurn(text *tenant, text *session_id, pg_uuid_t *turn_id, text *answer_neutral,
+			 text *answer_translated, bool *fallback, Jsonb *metadata)
+{
+	Datum		values[7];
+	char		nulls[7];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = PointerGetDatum(answer_neutral);
+	values[4] = PlanArg(answer_translated, &nulls[4]);
+	values[5] = fallback ? BoolGetDatum(*fallback) : (Datum) 0;
+	nulls[5] = fallback ? ' ' : 'n';
+	values[6] = PlanArg(metadata, &nulls[6]);
+
+	SPI_connect();
+	if (RunFinalize(tenant, session_id, values, nulls))
+		CountFinalized(values);
+	else
+	{
+		/* Give back the answer counted in vain (nothing when no session). */
+		(void) CountAnswer(tenant, session_id, -1);
+		/* Not open, not in the session, or a repeat: explain, or accept the repeat. */
+		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
+	}
+	SPI_finish();
+}
+
 PG_FUNCTION_INFO_V1(convctx_finalize_turn);
 
 /*
@@ -726,70 +869,10 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	Jsonb	   *meta = ArgOptionalObject(fcinfo, 5, "meta");
 	Jsonb	   *metadata = meta ? MetadataFilter(meta, false) : NULL;
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID};
-	Datum		values[7];
-	char		nulls[7];
-	SPIPlanPtr	plan;
-	bool		finalized = false;
-	bool		isnull;
+	bool		fallback = PG_ARGISNULL(4) ? false : PG_GETARG_BOOL(4);
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = UUIDPGetDatum(turn_id);
-	values[3] = PointerGetDatum(answer_neutral);
-	values[4] = PlanArg(answer_translated, &nulls[4]);
-	values[5] = PG_ARGISNULL(4) ? (Datum) 0 : PG_GETARG_DATUM(4);
-	nulls[5] = PG_ARGISNULL(4) ? 'n' : ' ';
-	values[6] = PlanArg(metadata, &nulls[6]);
-
-	SPI_connect();
-	if (SessionHasSummaryMark())
-	{
-		plan = SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes);
-		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
-		finalized = SPI_processed > 0;
-	}
-	else if (CountAnswer(tenant, session_id, 1))
-	{
-		/* The tables of 0.1.0: the session row first, then the turn. */
-		plan = SpiKeptPlan(&finalize_0_1_plan, FINALIZE_0_1_SQL, 7, argtypes);
-		SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
-		finalized = SPI_processed > 0;
-	}
-
-	if (finalized)
-	{
-		int64		turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 1, &isnull));
-		Datum		through = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		bool		unmerged;
-
-		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &unmerged);
-
-		/* The merge happened in the statement: its error rolls it back. */
-		if (!unmerged)
-			CheckMetadataSize(merged);
-		if (!isnull && turn_no <= DatumGetInt64(through))
-		{
-			Oid			summary_types[2] = {TEXTOID, TEXTOID};
-
-			plan = SpiKeptPlan(&summary_count_answer_plan, SUMMARY_COUNT_ANSWER_SQL, 2,
-							   summary_types);
-			SpiRunPlan(plan, values, NULL, false, 0, SPI_OK_UPDATE);
-		}
-	}
-	else
-	{
-		/* Give back the answer counted in vain (nothing when no session). */
-		(void) CountAnswer(tenant, session_id, -1);
-	}
-
-	/* Not open, not in the session, or a repeat: explain, or accept the repeat. */
-	if (!finalized)
-		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
-	SPI_finish();
-
+	FinalizeTurn(tenant, session_id, turn_id, answer_neutral, answer_translated,
+				 PG_ARGISNULL(4) ? NULL : &fallback, metadata);
 	PG_RETURN_VOID();
 }
 
