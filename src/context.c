@@ -103,6 +103,119 @@ ContextCheckShape(Jsonb *ctx)
 }
 
 /*
+ * The batch of a merge: the unique non-empty ids of node_ids, in the order
+ * given, each entered with flag true (referenced by the batch) in *set, a
+ * new map sized for them and the existing ids.
+ */
+static IdKey *
+MergeBatch(ArrayType *node_ids, int nexisting, idmap_hash **set, int *nbatch)
+{
+	Datum	   *datums = NULL;
+	bool	   *nulls = NULL;
+	int			count = 0;
+	IdKey	   *batch;
+	int			i;
+
+	if (node_ids != NULL)
+	{
+		if (ARR_NDIM(node_ids) > 1)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node ids must be a one-dimensional array"));
+		deconstruct_array(node_ids, TEXTOID, -1, false, TYPALIGN_INT,
+						  &datums, &nulls, &count);
+	}
+	*set = idmap_create(CurrentMemoryContext, Max(nexisting + count, 8), NULL);
+	batch = palloc(sizeof(IdKey) * Max(count, 1));
+	*nbatch = 0;
+	for (i = 0; i < count; i++)
+	{
+		text	   *t;
+		IdKey		key;
+		IdEntry    *e;
+		bool		found;
+
+		if (nulls[i])
+			continue;
+		t = DatumGetTextPP(datums[i]);
+		key.str = VARDATA_ANY(t);
+		key.len = VARSIZE_ANY_EXHDR(t);
+		if (key.len == 0)
+			continue;
+		e = IdMapInsert(*set, key.str, key.len, &found);
+		if (found)
+			continue;
+		e->flag = true;
+		e->pos = -1;
+		batch[(*nbatch)++] = key;
+	}
+	return batch;
+}
+
+/*
+ * The existing ids the batch (already in set) does not reference again,
+ * each at its last occurrence, in order.
+ */
+static IdKey *
+MergeSurvivors(NodeIdList *existing, idmap_hash *set, int *nsurvivors)
+{
+	IdKey	   *survivors = palloc(sizeof(IdKey) * Max(existing->count, 1));
+	int			i;
+
+	/* pos: last position in the existing list */
+	for (i = 0; i < existing->count; i++)
+	{
+		IdEntry    *e;
+		bool		found;
+
+		if (existing->ids[i].len == 0)
+			continue;
+		e = IdMapInsert(set, existing->ids[i].str, existing->ids[i].len, &found);
+		if (!found)
+			e->flag = false;
+		if (!e->flag)
+			e->pos = i;
+	}
+	*nsurvivors = 0;
+	for (i = 0; i < existing->count; i++)
+	{
+		IdEntry    *e;
+
+		if (existing->ids[i].len == 0)
+			continue;
+		e = IdMapLookup(set, existing->ids[i].str, existing->ids[i].len);
+		if (!e->flag && e->pos == i)
+			survivors[(*nsurvivors)++] = existing->ids[i];
+	}
+	return survivors;
+}
+
+/* Push the pairs of ctx (NULL for none) other than activeNodeIds. */
+static void
+PushOtherKeys(JsonbParseState **state, Jsonb *ctx)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		skip_value = false;
+
+	if (ctx == NULL)
+		return;
+	it = JsonbIteratorInit(&ctx->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			skip_value = JsonbStringIs(&v, CONVCTX_ACTIVE_NODE_IDS);
+			if (!skip_value)
+				pushJsonbValue(state, WJB_KEY, &v);
+		}
+		else if (tok == WJB_VALUE && !skip_value)
+			pushJsonbValue(state, WJB_VALUE, &v);
+	}
+}
+
+/*
  * Merge node_ids into ctx (NULL means an empty context) and return the new
  * context. Ids already present keep their relative order, ids referenced
  * again move to the end, new ids are appended in the order given (first
@@ -114,127 +227,35 @@ Jsonb *
 ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 {
 	NodeIdList	existing = {NULL, 0};
-	Datum	   *batch_datums = NULL;
-	bool	   *batch_nulls = NULL;
-	int			batch_count = 0;
-	IdKey  *batch;
-	int			batch_unique = 0;
-	IdKey  *survivors;
-	int			survivor_count = 0;
 	idmap_hash *set;
+	IdKey	   *batch;
+	IdKey	   *survivors;
+	int			nbatch;
+	int			nsurvivors;
 	int			total;
-	int			skip;
 	int			i;
 	JsonbParseState *state = NULL;
-	JsonbValue *result;
 
 	Assert(max_nodes >= 1);
-
 	if (ctx != NULL)
 		existing = ContextReadActiveIds(ctx);
-
-	if (node_ids != NULL)
-	{
-		if (ARR_NDIM(node_ids) > 1)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("node ids must be a one-dimensional array"));
-		deconstruct_array(node_ids, TEXTOID, -1, false, TYPALIGN_INT,
-						  &batch_datums, &batch_nulls, &batch_count);
-	}
-
-	/* flag: referenced by the batch; pos: last position in the existing list */
-	set = idmap_create(CurrentMemoryContext,
-					   Max(existing.count + batch_count, 8), NULL);
-
-	/* The batch: unique non-empty ids, in the order given. */
-	batch = palloc(sizeof(IdKey) * Max(batch_count, 1));
-	for (i = 0; i < batch_count; i++)
-	{
-		text	   *t;
-		IdKey	key;
-		IdEntry    *e;
-		bool		found;
-
-		if (batch_nulls[i])
-			continue;
-		t = DatumGetTextPP(batch_datums[i]);
-		key.str = VARDATA_ANY(t);
-		key.len = VARSIZE_ANY_EXHDR(t);
-		if (key.len == 0)
-			continue;
-		e = IdMapInsert(set, key.str, key.len, &found);
-		if (found)
-			continue;
-		e->flag = true;
-		e->pos = -1;
-		batch[batch_unique++] = key;
-	}
-
-	/* Existing ids not referenced again, each at its last occurrence. */
-	for (i = 0; i < existing.count; i++)
-	{
-		IdEntry    *e;
-		bool		found;
-
-		if (existing.ids[i].len == 0)
-			continue;
-		e = IdMapInsert(set, existing.ids[i].str, existing.ids[i].len, &found);
-		if (!found)
-			e->flag = false;
-		if (!e->flag)
-			e->pos = i;
-	}
-	survivors = palloc(sizeof(IdKey) * Max(existing.count, 1));
-	for (i = 0; i < existing.count; i++)
-	{
-		IdEntry    *e;
-
-		if (existing.ids[i].len == 0)
-			continue;
-		e = IdMapLookup(set, existing.ids[i].str, existing.ids[i].len);
-		if (!e->flag && e->pos == i)
-			survivors[survivor_count++] = existing.ids[i];
-	}
-
-	total = survivor_count + batch_unique;
-	skip = total > max_nodes ? total - max_nodes : 0;
+	batch = MergeBatch(node_ids, existing.count, &set, &nbatch);
+	survivors = MergeSurvivors(&existing, set, &nsurvivors);
+	total = nsurvivors + nbatch;
 
 	/* Rebuild the object: other keys unchanged, activeNodeIds replaced. */
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	if (ctx != NULL)
-	{
-		JsonbIterator *it = JsonbIteratorInit(&ctx->root);
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-		bool		skip_value = false;
-
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			if (tok == WJB_KEY)
-			{
-				skip_value = (v.val.string.len == strlen(CONVCTX_ACTIVE_NODE_IDS) &&
-							  memcmp(v.val.string.val, CONVCTX_ACTIVE_NODE_IDS,
-									 v.val.string.len) == 0);
-				if (!skip_value)
-					pushJsonbValue(&state, WJB_KEY, &v);
-			}
-			else if (tok == WJB_VALUE && !skip_value)
-				pushJsonbValue(&state, WJB_VALUE, &v);
-		}
-	}
-	JsonbPushString(&state, WJB_KEY, CONVCTX_ACTIVE_NODE_IDS, strlen(CONVCTX_ACTIVE_NODE_IDS));
+	PushOtherKeys(&state, ctx);
+	JsonbPushKey(&state, CONVCTX_ACTIVE_NODE_IDS);
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = skip; i < total; i++)
+	for (i = total > max_nodes ? total - max_nodes : 0; i < total; i++)
 	{
-		IdKey  *k = i < survivor_count ? &survivors[i] : &batch[i - survivor_count];
+		IdKey	   *k = i < nsurvivors ? &survivors[i] : &batch[i - nsurvivors];
 
 		JsonbPushString(&state, WJB_ELEM, k->str, k->len);
 	}
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-
-	return JsonbValueToJsonb(result);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
 PG_FUNCTION_INFO_V1(convctx_context_merge);
@@ -292,101 +313,103 @@ NodeOptionalString(JsonbContainer *node, int node_no, const char *key, JsonbValu
 		out->type = jbvNull;
 }
 
-PG_FUNCTION_INFO_V1(convctx_context_aspect);
-
 /*
- * context_aspect(ctx jsonb, nodes jsonb) -> text
- *
- * The "active concepts" paragraph for the system prompt: one line per
- * active node id, in activeNodeIds order, described by the matching
- * object of nodes when there is one. NULL when there are no active ids.
- * Ids and node fields come from the app's graph and from model output, so
- * each is shown on one line (prompt_text.c): none can start a concept
- * line or the closing sentence of its own.
+ * Read the node objects into an array, and index in set the first object
+ * for each id (flag false: not listed yet).
  */
-Datum
-convctx_context_aspect(PG_FUNCTION_ARGS)
+static AspectNode *
+ReadAspectNodes(Jsonb *jnodes, idmap_hash *set)
 {
-	Jsonb	   *ctx;
-	NodeIdList	active;
-	idmap_hash *set;
-	AspectNode *nodes = NULL;
-	StringInfoData buf;
-	int			lines = 0;
-	int			i;
+	AspectNode *nodes;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = 0;
 
-	/* The seed's en dash, where the database encoding can hold it. */
+	if (!JB_ROOT_IS_ARRAY(jnodes) || JB_ROOT_IS_SCALAR(jnodes))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("nodes must be a JSON array of objects"),
+				errdetail("Got a JSON %s.", JsonbRootTypeName(jnodes)));
+	nodes = palloc(sizeof(AspectNode) * Max(JB_ROOT_COUNT(jnodes), 1));
+	it = JsonbIteratorInit(&jnodes->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		JsonbContainer *node;
+		JsonbValue	id;
+		JsonbValue	pref;
+		JsonbValue	name;
+		IdEntry    *e;
+		bool		found;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node %d must be a JSON object", n + 1),
+					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		node = v.val.binary.data;
+		if (JSONB_KEY(node, "id", &id) == NULL || id.type != jbvString)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node %d must have a string \"id\"", n + 1));
+		NodeOptionalString(node, n + 1, "prefLabel", &pref);
+		NodeOptionalString(node, n + 1, "name", &name);
+		nodes[n].label = pref.type == jbvString ? pref :
+			name.type == jbvString ? name : id;
+		NodeOptionalString(node, n + 1, "jurisdiction", &nodes[n].jurisdiction);
+		NodeOptionalString(node, n + 1, "shortDescription", &nodes[n].description);
+
+		/* The first object for an id describes it. */
+		e = IdMapInsert(set, id.val.string.val, id.val.string.len, &found);
+		if (!found)
+		{
+			e->index = n;
+			e->flag = false;
+		}
+		n++;
+	}
+	return nodes;
+}
+
+/* One concept line: "label (jurisdiction) – description". */
+static void
+AppendAspectNode(StringInfo buf, AspectNode *node)
+{
+	/* The spec's en dash, where the database encoding can hold it. */
 	const char *dash = (GetDatabaseEncoding() == PG_UTF8 ||
 						GetDatabaseEncoding() == PG_SQL_ASCII) ?
 		" \xe2\x80\x93 " : " - ";
 
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	ctx = PG_GETARG_JSONB_P(0);
-	active = ContextReadActiveIds(ctx);
+	AppendPromptLine(buf, node->label.val.string.val, node->label.val.string.len);
+	if (node->jurisdiction.type == jbvString)
+	{
+		appendStringInfoString(buf, " (");
+		AppendPromptLine(buf, node->jurisdiction.val.string.val,
+						 node->jurisdiction.val.string.len);
+		appendStringInfoChar(buf, ')');
+	}
+	if (node->description.type == jbvString)
+	{
+		appendStringInfoString(buf, dash);
+		AppendPromptLine(buf, node->description.val.string.val,
+						 node->description.val.string.len);
+	}
+}
+
+/* The context_aspect paragraph of ctx, nodes NULL for none; NULL when empty. */
+static text *
+ContextAspect(Jsonb *ctx, Jsonb *jnodes)
+{
+	NodeIdList	active = ContextReadActiveIds(ctx);
 
 	/* index: the node object describing the id; flag: already listed */
-	set = idmap_create(CurrentMemoryContext, Max(active.count, 8), NULL);
-
-	if (!PG_ARGISNULL(1))
-	{
-		Jsonb	   *jnodes = PG_GETARG_JSONB_P(1);
-		JsonbIterator *it;
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-		int			n = 0;
-
-		if (!JB_ROOT_IS_ARRAY(jnodes) || JB_ROOT_IS_SCALAR(jnodes))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("nodes must be a JSON array of objects"),
-					errdetail("Got a JSON %s.", JsonbRootTypeName(jnodes)));
-
-		nodes = palloc(sizeof(AspectNode) * Max(JB_ROOT_COUNT(jnodes), 1));
-		it = JsonbIteratorInit(&jnodes->root);
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			JsonbContainer *node;
-			JsonbValue	id;
-			JsonbValue	pref;
-			JsonbValue	name;
-			IdKey	key;
-			IdEntry    *e;
-			bool		found;
-
-			if (tok != WJB_ELEM)
-				continue;
-			if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("node %d must be a JSON object", n + 1),
-						errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-			node = v.val.binary.data;
-			if (JSONB_KEY(node, "id", &id) == NULL ||
-				id.type != jbvString)
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("node %d must have a string \"id\"", n + 1));
-
-			NodeOptionalString(node, n + 1, "prefLabel", &pref);
-			NodeOptionalString(node, n + 1, "name", &name);
-			nodes[n].label = pref.type == jbvString ? pref :
-				name.type == jbvString ? name : id;
-			NodeOptionalString(node, n + 1, "jurisdiction", &nodes[n].jurisdiction);
-			NodeOptionalString(node, n + 1, "shortDescription", &nodes[n].description);
-
-			/* The first object for an id describes it. */
-			key.str = id.val.string.val;
-			key.len = id.val.string.len;
-			e = IdMapInsert(set, key.str, key.len, &found);
-			if (!found)
-			{
-				e->index = n;
-				e->flag = false;
-			}
-			n++;
-		}
-	}
+	idmap_hash *set = idmap_create(CurrentMemoryContext, Max(active.count, 8), NULL);
+	AspectNode *nodes = jnodes ? ReadAspectNodes(jnodes, set) : NULL;
+	StringInfoData buf;
+	int			lines = 0;
+	int			i;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf,
@@ -405,36 +428,41 @@ convctx_context_aspect(PG_FUNCTION_ARGS)
 		else if (e->flag)
 			continue;			/* already listed */
 		e->flag = true;
-
 		appendStringInfoString(&buf, "\n- ");
 		if (e->index < 0)
 			AppendPromptLine(&buf, key.str, key.len);
 		else
-		{
-			AspectNode *node = &nodes[e->index];
-
-			AppendPromptLine(&buf, node->label.val.string.val,
-							 node->label.val.string.len);
-			if (node->jurisdiction.type == jbvString)
-			{
-				appendStringInfoString(&buf, " (");
-				AppendPromptLine(&buf, node->jurisdiction.val.string.val,
-								 node->jurisdiction.val.string.len);
-				appendStringInfoChar(&buf, ')');
-			}
-			if (node->description.type == jbvString)
-			{
-				appendStringInfoString(&buf, dash);
-				AppendPromptLine(&buf, node->description.val.string.val,
-								 node->description.val.string.len);
-			}
-		}
+			AppendAspectNode(&buf, &nodes[e->index]);
 		lines++;
 	}
 	if (lines == 0)
-		PG_RETURN_NULL();
+		return NULL;
 	appendStringInfoString(&buf,
 						   "\nWhere relevant, prefer grounded explanations that reuse these concepts.");
+	return cstring_to_text_with_len(buf.data, buf.len);
+}
 
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+PG_FUNCTION_INFO_V1(convctx_context_aspect);
+
+/*
+ * context_aspect(ctx jsonb, nodes jsonb) -> text
+ *
+ * The "active concepts" paragraph for the system prompt: one line per
+ * active node id, in activeNodeIds order, described by the matching
+ * object of nodes when there is one. NULL when there are no active ids.
+ * Ids and node fields come from the app's graph and from model output, so
+ * each is shown on one line (prompt_text.c): none can start a concept
+ * line or the closing sentence of its own.
+ */
+Datum
+convctx_context_aspect(PG_FUNCTION_ARGS)
+{
+	text	   *out;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	out = ContextAspect(PG_GETARG_JSONB_P(0), PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1));
+	if (out == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(out);
 }
