@@ -79,6 +79,7 @@ extern void JsonbPushText(JsonbParseState **state, JsonbIteratorToken tok, text 
 extern void JsonbPushNull(JsonbParseState **state, JsonbIteratorToken tok);
 extern void JsonbPushBool(JsonbParseState **state, JsonbIteratorToken tok, bool b);
 extern void JsonbPushInt(JsonbParseState **state, JsonbIteratorToken tok, int64 i);
+extern char *JsonbEndObjectText(JsonbParseState **state);
 extern void JsonbPushJsonb(JsonbParseState **state, JsonbIteratorToken tok, Jsonb *jb);
 
 /* Context objects (context.c) */

@@ -154,3 +154,15 @@ JsonbStringIs(JsonbValue *v, const char *str)
 	return v->type == jbvString && v->val.string.len == (int) strlen(str) &&
 		memcmp(v->val.string.val, str, v->val.string.len) == 0;
 }
+
+/*
+ * Close the object being built in *state and return it as JSON text: the
+ * one way the details of audit rows are written.
+ */
+char *
+JsonbEndObjectText(JsonbParseState **state)
+{
+	JsonbValue *v = pushJsonbValue(state, WJB_END_OBJECT, NULL);
+
+	return JsonbToCString(NULL, &JsonbValueToJsonb(v)->root, 64);
+}

@@ -435,9 +435,17 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 		if (SPI_processed == 0)
 			ReportTurnNotFound(turn_id, session_id);
 	}
-	AuditWrite(tenant, "redact_turn", session_id, NULL,
-			   psprintf("{\"turn_id\": \"%s\", \"versions\": " INT64_FORMAT "}",
-						UuidString(turn_id), versions));
+	{
+		JsonbParseState *details = NULL;
+		char	   *id = UuidString(turn_id);
+
+		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+		JsonbPushKey(&details, "turn_id");
+		JsonbPushString(&details, WJB_VALUE, id, strlen(id));
+		JsonbPushKey(&details, "versions");
+		JsonbPushInt(&details, WJB_VALUE, versions);
+		AuditWrite(tenant, "redact_turn", session_id, NULL, JsonbEndObjectText(&details));
+	}
 	SPI_finish();
 
 	PG_RETURN_BOOL(versions > 0);
@@ -469,8 +477,14 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 		turns = SpiFirstInt8();
 		PromptForget(tenant, session_id, 0);
 	}
-	AuditWrite(tenant, "redact_session", session_id, NULL,
-			   psprintf("{\"turns\": " INT64_FORMAT "}", turns));
+	{
+		JsonbParseState *details = NULL;
+
+		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+		JsonbPushKey(&details, "turns");
+		JsonbPushInt(&details, WJB_VALUE, turns);
+		AuditWrite(tenant, "redact_session", session_id, NULL, JsonbEndObjectText(&details));
+	}
 	SPI_finish();
 
 	PG_RETURN_INT64(turns);
@@ -646,6 +660,93 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 	return PointerGetDatum(construct_array(all, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/*
+ * Erase the locked sessions linked to the identity (a text[] of at least
+ * one): the sessions and links name the erased stand-in, the turns become
+ * tombstones, the prompt data goes. Returns how many turns became
+ * tombstones. SPI must be connected.
+ */
+static int64
+EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[3] = {PointerGetDatum(tenant), sessions, PointerGetDatum(erased)};
+	int64		turns;
+	Datum	   *ids;
+	int			n;
+	int			i;
+
+	SpiRunPlan(SpiKeptPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	turns = SpiFirstInt8();
+	SpiRunPlan(SpiKeptPlan(&erase_tombstones_plan, ERASE_TOMBSTONES_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+	SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
+	deconstruct_array(DatumGetArrayTypeP(sessions), TEXTOID, -1, false, TYPALIGN_INT,
+					  &ids, NULL, &n);
+	for (i = 0; i < n; i++)
+		PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
+	return turns;
+}
+
+/*
+ * Erase an identity (erase_identity): lock its sessions, erase them, drop
+ * the contexts of every session locked, take the identity out of the
+ * audit log and write the audit row. Returns the tombstones made.
+ */
+static int64
+EraseIdentity(text *tenant, text *identity_id)
+{
+	text	   *erased = ErasedIdentity(identity_id);
+	bool		keyed = convctx_identity_hash_key != NULL && convctx_identity_hash_key[0] != '\0';
+	Datum		idents[2] = {PointerGetDatum(identity_id), PointerGetDatum(erased)};
+	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[3];
+	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		audit_values[3] = {PointerGetDatum(tenant), PointerGetDatum(identity_id),
+	PointerGetDatum(erased)};
+	Datum		sessions;
+	uint64		nsessions;
+	int64		turns = 0;
+	JsonbParseState *details = NULL;
+
+	SPI_connect();
+
+	/*
+	 * The keyed stand-in of an earlier erasure is looked for too: turns added
+	 * to those sessions since are the identity's as well. The unkeyed marker
+	 * is every erased identity's, so it is not.
+	 */
+	values[1] = EraseLockSessions(tenant,
+								  PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
+																  -1, false, TYPALIGN_INT)),
+								  identity_id, &sessions, &nsessions);
+	if (nsessions > 0)
+		turns = EraseLinkedSessions(tenant, sessions, erased);
+	/* The contexts of every session locked, linked or not. */
+	values[0] = PointerGetDatum(tenant);
+	values[2] = PointerGetDatum(identity_id);
+	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_DELETE);
+	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&details, "sessions");
+	JsonbPushInt(&details, WJB_VALUE, nsessions);
+	JsonbPushKey(&details, "turns");
+	JsonbPushInt(&details, WJB_VALUE, turns);
+	JsonbPushKey(&details, "contexts");
+	JsonbPushInt(&details, WJB_VALUE, SPI_processed);
+	SpiRunPlan(SpiKeptPlan(&erase_audit_plan, ERASE_AUDIT_SQL, 3, audit_types),
+			   audit_values, NULL, false, 0, SPI_OK_UPDATE);
+	JsonbPushKey(&details, "audit_rows");
+	JsonbPushInt(&details, WJB_VALUE, SPI_processed);
+	AuditWrite(tenant, "erase_identity", NULL, erased, JsonbEndObjectText(&details));
+	SPI_finish();
+	return turns;
+}
+
 PG_FUNCTION_INFO_V1(convctx_erase_identity);
 
 /*
@@ -662,71 +763,8 @@ convctx_erase_identity(PG_FUNCTION_ARGS)
 	CONVCTX_WRITER(erase_identity);
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *tenant = CurrentTenant();
-	text	   *erased = ErasedIdentity(identity_id);
-	bool		keyed = convctx_identity_hash_key != NULL && convctx_identity_hash_key[0] != '\0';
-	Datum		idents[2] = {PointerGetDatum(identity_id), PointerGetDatum(erased)};
-	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
-	Datum		values[3];
-	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		audit_values[3] = {PointerGetDatum(tenant), PointerGetDatum(identity_id),
-	PointerGetDatum(erased)};
-	Datum		locked;
-	Datum		sessions;
-	uint64		nsessions;
-	int64		turns = 0;
-	uint64		contexts;
-	uint64		audit_rows;
 
-	SPI_connect();
-
-	/*
-	 * The keyed stand-in of an earlier erasure is looked for too: turns added
-	 * to those sessions since are the identity's as well. The unkeyed marker
-	 * is every erased identity's, so it is not.
-	 */
-	locked = EraseLockSessions(tenant,
-							   PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
-															   -1, false, TYPALIGN_INT)),
-							   identity_id, &sessions, &nsessions);
-	values[0] = PointerGetDatum(tenant);
-	values[1] = sessions;
-	values[2] = PointerGetDatum(erased);
-	if (nsessions > 0)
-	{
-		ArrayType  *arr = DatumGetArrayTypeP(sessions);
-		Datum	   *ids;
-		int			n;
-		int			i;
-
-		SpiRunPlan(SpiKeptPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
-				   values, NULL, false, 0, SPI_OK_UPDATE);
-		SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 3, argtypes),
-				   values, NULL, false, 0, SPI_OK_SELECT);
-		turns = SpiFirstInt8();
-		SpiRunPlan(SpiKeptPlan(&erase_tombstones_plan, ERASE_TOMBSTONES_SQL, 3, argtypes),
-				   values, NULL, false, 0, SPI_OK_UPDATE);
-		SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
-				   values, NULL, false, 0, SPI_OK_UPDATE);
-		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &ids, NULL, &n);
-		for (i = 0; i < n; i++)
-			PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
-	}
-	/* The contexts of every session locked, linked or not. */
-	values[1] = locked;
-	values[2] = PointerGetDatum(identity_id);
-	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
-			   values, NULL, false, 0, SPI_OK_DELETE);
-	contexts = SPI_processed;
-	SpiRunPlan(SpiKeptPlan(&erase_audit_plan, ERASE_AUDIT_SQL, 3, audit_types),
-			   audit_values, NULL, false, 0, SPI_OK_UPDATE);
-	audit_rows = SPI_processed;
-	AuditWrite(tenant, "erase_identity", NULL, erased,
-			   psprintf("{\"sessions\": " UINT64_FORMAT ", \"turns\": " INT64_FORMAT
-						", \"contexts\": " UINT64_FORMAT ", \"audit_rows\": " UINT64_FORMAT "}",
-						nsessions, turns, contexts, audit_rows));
-	SPI_finish();
-
-	PG_RETURN_INT64(turns);
+	PG_RETURN_INT64(EraseIdentity(tenant, identity_id));
 }
 
 static Datum
@@ -788,13 +826,23 @@ typedef struct PurgeTenant
 static char *
 PurgeCountsJson(PurgeCounts *c)
 {
-	char	   *audit = convctx_audit_retention > 0 ?
-		psprintf(", \"audit_rows\": " INT64_FORMAT, c->audit_rows) : "";
+	JsonbParseState *state = NULL;
 
-	return psprintf("{\"anonymous_sessions\": " INT64_FORMAT ", \"anonymous_turns\": " INT64_FORMAT
-					", \"expired_turns\": " INT64_FORMAT ", \"contexts\": " INT64_FORMAT "%s}",
-					c->anonymous_sessions, c->anonymous_turns, c->expired_turns, c->contexts,
-					audit);
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&state, "anonymous_sessions");
+	JsonbPushInt(&state, WJB_VALUE, c->anonymous_sessions);
+	JsonbPushKey(&state, "anonymous_turns");
+	JsonbPushInt(&state, WJB_VALUE, c->anonymous_turns);
+	JsonbPushKey(&state, "expired_turns");
+	JsonbPushInt(&state, WJB_VALUE, c->expired_turns);
+	JsonbPushKey(&state, "contexts");
+	JsonbPushInt(&state, WJB_VALUE, c->contexts);
+	if (convctx_audit_retention > 0)
+	{
+		JsonbPushKey(&state, "audit_rows");
+		JsonbPushInt(&state, WJB_VALUE, c->audit_rows);
+	}
+	return JsonbEndObjectText(&state);
 }
 
 static int64

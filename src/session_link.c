@@ -24,10 +24,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 
 #include "convctx.h"
 
@@ -82,17 +80,18 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 	{
 		char	   *session = text_to_cstring(session_id);
 		bool		audited;
-		StringInfoData details;
+		JsonbParseState *details = NULL;
+		char	   *linked = text_to_cstring(current_identity);
+		char	   *requested = text_to_cstring(identity_id);
 
 		if (TextEq(current_identity, identity_id))
 			return;
 
-		initStringInfo(&details);
-		appendStringInfoString(&details, "{\"linked_identity_id\": ");
-		escape_json(&details, text_to_cstring(current_identity));
-		appendStringInfoString(&details, ", \"requested_identity_id\": ");
-		escape_json(&details, text_to_cstring(identity_id));
-		appendStringInfoChar(&details, '}');
+		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+		JsonbPushKey(&details, "linked_identity_id");
+		JsonbPushString(&details, WJB_VALUE, linked, strlen(linked));
+		JsonbPushKey(&details, "requested_identity_id");
+		JsonbPushString(&details, WJB_VALUE, requested, strlen(requested));
 		/*
 		 * The server-log line first, with interrupts held so that no cancel
 		 * can come between it and the audit row (errfinish checks for
@@ -106,7 +105,7 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 				errdetail("The session is already linked to identity \"%s\".",
 						  text_to_cstring(current_identity)));
 		audited = AuditWriteAutonomous(tenant, "link_refused", session_id, identity_id,
-									   details.data);
+									   JsonbEndObjectText(&details));
 		RESUME_INTERRUPTS();
 		ereport(ERROR,
 				errcode(ERRCODE_CONVCTX_SESSION_LINKED),

@@ -526,23 +526,17 @@ static void
 AuditBinding(const char *action, const char *role, text *tenant_id)
 {
 	JsonbParseState *state = NULL;
-	JsonbValue *res;
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&state, "role");
 	JsonbPushString(&state, WJB_VALUE, role, strlen(role));
 	if (tenant_id == NULL)
 	{
-		JsonbValue	v;
-
 		JsonbPushKey(&state, "all_tenants");
-		v.type = jbvBool;
-		v.val.boolean = true;
-		pushJsonbValue(&state, WJB_VALUE, &v);
+		JsonbPushBool(&state, WJB_VALUE, true);
 	}
-	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	AuditWrite(tenant_id ? tenant_id : cstring_to_text(""), action, NULL, NULL,
-			   JsonbToCString(NULL, &JsonbValueToJsonb(res)->root, 64));
+			   JsonbEndObjectText(&state));
 }
 
 /* Bind role to tenant_id (NULL: every tenant); audited when it changed. */
