@@ -415,6 +415,72 @@ convctx_conversation_state(PG_FUNCTION_ARGS)
 	PG_RETURN_JSONB_P(ConversationState(tenant, session_id, window));
 }
 
+/*
+ * Lock the session row as redaction does and check that a summary made
+ * at redaction generation seen of the turns up to through may still be
+ * stored: through is a live turn of the session (P0002, 55000), seen is
+ * the session's (22023 when newer), and no redaction since made a
+ * tombstone of a turn up to through (55000). SPI must be connected.
+ */
+static void
+CheckSummaryGeneration(text *tenant, text *session_id, pg_uuid_t *through, int64 seen)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	(Datum) 0, Int64GetDatum(seen)};
+	int64		current;
+	bool		isnull;
+
+	/* Serialized with redaction, which drops the summaries that cover a turn. */
+	SpiRunPlan(SpiKeptPlan(&summary_lock_plan, SUMMARY_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ReportTurnNotFound(through, session_id);
+	current = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (seen > current)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("redactions does not belong to this session"),
+				errdetail("Got " INT64_FORMAT "; session \"%s\" is at " INT64_FORMAT ".",
+						  seen, text_to_cstring(session_id), current),
+				errhint("Pass the redactions value that convctx.turns_to_summarize() returned with the turns."));
+
+	/* P0002 when not in the session, 55000 for a tombstone */
+	values[2] = Int64GetDatum(LiveTurnNo(tenant, session_id, through));
+	if (seen == current)
+		return;
+	SpiRunPlan(SpiKeptPlan(&summary_stale_plan, SUMMARY_STALE_SQL, 4, argtypes),
+			   values, NULL, false, 1, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("summary predates a redaction of a turn it covers"),
+				errdetail("A turn up to %s of session \"%s\" was redacted after the turns to summarize were read (redactions " INT64_FORMAT ", now " INT64_FORMAT ").",
+						  UuidString(through), text_to_cstring(session_id), seen, current),
+				errhint("Call convctx.turns_to_summarize() again and summarize what it returns."));
+}
+
+/* Store a summary of the turns up to through (set_summary). */
+static void
+SetSummary(text *tenant, text *session_id, text *summary, pg_uuid_t *through, int64 seen)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	PointerGetDatum(summary), UUIDPGetDatum(through)};
+
+	SPI_connect();
+	CheckSummaryGeneration(tenant, session_id, through, seen);
+	if (SessionHasSummaryMark())
+		SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE);
+	else
+		SpiRunPlan(SpiKeptPlan(&set_summary_0_1_plan, SET_SUMMARY_0_1_SQL, 4, argtypes),
+				   values, NULL, false, 0, SPI_OK_INSERT);
+	if (SPI_processed == 0)
+		ReportTurnNotFound(through, session_id);
+	SPI_finish();
+}
+
 PG_FUNCTION_INFO_V1(convctx_set_summary_0_3);
 
 /*
@@ -435,12 +501,7 @@ convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 	text	   *summary;
 	pg_uuid_t  *through = ArgTurnId(fcinfo, 2);
 	int64		seen;
-	int64		current;
-	int64		turn_no;
-	bool		isnull;
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID};
-	Datum		values[4];
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -458,57 +519,7 @@ convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("redactions must not be negative"),
 				errdetail("Got " INT64_FORMAT ".", seen));
-
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = PointerGetDatum(summary);
-	values[3] = UUIDPGetDatum(through);
-
-	SPI_connect();
-	/* Serialized with redaction, which drops the summaries that cover a turn. */
-	SpiRunPlan(SpiKeptPlan(&summary_lock_plan, SUMMARY_LOCK_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-		ReportTurnNotFound(through, session_id);
-	current = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (seen > current)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("redactions does not belong to this session"),
-				errdetail("Got " INT64_FORMAT "; session \"%s\" is at " INT64_FORMAT ".",
-						  seen, text_to_cstring(session_id), current),
-				errhint("Pass the redactions value that convctx.turns_to_summarize() returned with the turns."));
-
-	/* P0002 when not in the session, 55000 for a tombstone */
-	turn_no = LiveTurnNo(tenant, session_id, through);
-
-	if (seen < current)
-	{
-		Oid			stale_types[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
-		Datum		stale_values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-		Int64GetDatum(turn_no), Int64GetDatum(seen)};
-
-		SpiRunPlan(SpiKeptPlan(&summary_stale_plan, SUMMARY_STALE_SQL, 4, stale_types),
-				   stale_values, NULL, false, 1, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("summary predates a redaction of a turn it covers"),
-					errdetail("A turn up to %s of session \"%s\" was redacted after the turns to summarize were read (redactions " INT64_FORMAT ", now " INT64_FORMAT ").",
-							  UuidString(through), text_to_cstring(session_id), seen, current),
-					errhint("Call convctx.turns_to_summarize() again and summarize what it returns."));
-	}
-
-	if (SessionHasSummaryMark())
-		SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
-				   values, NULL, false, 0, SPI_OK_UPDATE);
-	else
-		SpiRunPlan(SpiKeptPlan(&set_summary_0_1_plan, SET_SUMMARY_0_1_SQL, 4, argtypes),
-				   values, NULL, false, 0, SPI_OK_INSERT);
-	if (SPI_processed == 0)
-		ReportTurnNotFound(through, session_id);
-	SPI_finish();
-
+	SetSummary(tenant, session_id, summary, through, seen);
 	PG_RETURN_VOID();
 }
 
