@@ -164,11 +164,7 @@ convctx_context_load(PG_FUNCTION_ARGS)
 	plan = SpiKeptPlan(&context_load_plan, CONTEXT_LOAD_SQL, 2, argtypes);
 	SpiRunPlan(plan, values, NULL, true, 1, SPI_OK_SELECT);
 	if (SPI_processed > 0)
-	{
-		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-			result = SPI_datumTransfer(result, false, -1);
-	}
+		result = SpiFirstDatumCopy(1, &isnull);
 	SPI_finish();
 
 	if (isnull)
@@ -271,7 +267,7 @@ convctx_context_add(PG_FUNCTION_ARGS)
 	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	/* After the merge, which only the statement sees: the error rolls it back. */
 	CheckContextSize(result);
-	result = SPI_datumTransfer(result, false, -1);
+	result = SpiFirstDatumCopy(1, &isnull);
 	SPI_finish();
 
 	PG_RETURN_DATUM(result);

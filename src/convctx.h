@@ -213,6 +213,7 @@ extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern bool SpiBulkReadLatest(bool on);
 extern int64 SpiFirstInt8(void);
+extern Datum SpiFirstDatumCopy(int col, bool *isnull);
 extern SPITupleTable *SpiReadNewestTurns(SPIPlanPtr plan, Datum *values, int64 want,
 										 int64 last, int64 span, uint64 *nrows);
 extern Oid	ConvctxNamespace(void);

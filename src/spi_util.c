@@ -435,3 +435,19 @@ SpiReadNewestTurns(SPIPlanPtr plan, Datum *values, int64 want, int64 last,
 	}
 	return rows;
 }
+
+/*
+ * Column col of row 0 of the last result, copied out of SPI's memory into
+ * the context that was current at SPI_connect, so that it outlives
+ * SPI_finish: the one way a single value leaves SPI. (Whole results are
+ * built in the caller's context instead: see the prompt files.)
+ */
+Datum
+SpiFirstDatumCopy(int col, bool *isnull)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	Form_pg_attribute att = TupleDescAttr(desc, col - 1);
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], desc, col, isnull);
+
+	return *isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
+}

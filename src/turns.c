@@ -460,13 +460,11 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id)
 	Datum		values[3] = {tenant, session_id, request_id};
 	SPIPlanPtr	plan = SpiKeptPlan(&find_request_plan, FIND_REQUEST_SQL, 3, argtypes);
 	bool		isnull;
-	Datum		d;
 
 	SpiRunPlan(plan, values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return NULL;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return (pg_uuid_t *) DatumGetPointer(SPI_datumTransfer(d, false, UUID_LEN));
+	return DatumGetUUIDP(SpiFirstDatumCopy(1, &isnull));
 }
 
 /*
