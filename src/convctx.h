@@ -212,6 +212,8 @@ extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern bool SpiBulkReadLatest(bool on);
+extern int	SpiRunSessionPlan(SPIPlanPtr *cache, const char *sql, text *tenant,
+							  text *session_id, bool read_only, long count, int expected_rc);
 extern int64 SpiFirstInt8(void);
 extern Datum SpiFirstDatumCopy(int col, bool *isnull);
 extern SPITupleTable *SpiReadNewestTurns(SPIPlanPtr plan, Datum *values, int64 want,

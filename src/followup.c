@@ -118,11 +118,8 @@ CountWords(const char *folded)
 static bool
 SessionHasAnswer(text *tenant, text *session_id)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-
-	SpiRunPlan(SpiKeptPlan(&finalized_exists_plan, FINALIZED_EXISTS_SQL, 2, argtypes),
-			   values, NULL, true, 1, SPI_OK_SELECT);
+	SpiRunSessionPlan(&finalized_exists_plan, FINALIZED_EXISTS_SQL, tenant, session_id,
+					  true, 1, SPI_OK_SELECT);
 	return SPI_processed > 0;
 }
 

@@ -372,11 +372,8 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 static int64
 RedactionLock(text *tenant, text *session_id)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-
-	SpiRunPlan(SpiKeptPlan(&redaction_lock_plan, REDACTION_LOCK_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	SpiRunSessionPlan(&redaction_lock_plan, REDACTION_LOCK_SQL, tenant, session_id,
+					  false, 0, SPI_OK_UPDATE_RETURNING);
 	return SPI_processed > 0 ? SpiFirstInt8() : 0;
 }
 

@@ -239,8 +239,6 @@ typedef struct SessionCounts
 static void
 ReadSessionCounts(text *tenant, text *session_id, SessionCounts *c)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
@@ -248,8 +246,7 @@ ReadSessionCounts(text *tenant, text *session_id, SessionCounts *c)
 
 	memset(c, 0, sizeof(*c));
 	c->summary_null = true;
-	SpiRunPlan(SpiKeptPlan(&counts_plan, COUNTS_SQL, 2, argtypes),
-			   values, NULL, true, 0, SPI_OK_SELECT);
+	SpiRunSessionPlan(&counts_plan, COUNTS_SQL, tenant, session_id, true, 0, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return;
 	row = SPI_tuptable->vals[0];

@@ -135,15 +135,13 @@ convctx_link_session(PG_FUNCTION_ARGS)
 	text	   *session_id = ArgRequiredId(fcinfo, 1, "session_id");
 	bool		backfill = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
 	text	   *tenant = CurrentTenant();
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
 	text	   *current_identity;
 	bool		isnull;
 	Datum		d;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&session_touch_plan, SESSION_TOUCH_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+	SpiRunSessionPlan(&session_touch_plan, SESSION_TOUCH_SQL, tenant, session_id,
+					  false, 0, SPI_OK_INSERT_RETURNING);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	current_identity = isnull ? NULL : DatumGetTextPP(d);
 	SessionLinkLocked(tenant, session_id, current_identity, identity_id, backfill);

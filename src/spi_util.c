@@ -451,3 +451,18 @@ SpiFirstDatumCopy(int col, bool *isnull)
 
 	return *isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
 }
+
+/*
+ * Run the kept plan of a statement whose only parameters are the session
+ * key (SESSION_KEY: $1 tenant, $2 session_id); returns the SPI code.
+ */
+int
+SpiRunSessionPlan(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_id,
+				  bool read_only, long count, int expected_rc)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+
+	return SpiRunPlan(SpiKeptPlan(cache, sql, 2, argtypes), values, NULL,
+					  read_only, count, expected_rc);
+}

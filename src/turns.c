@@ -349,11 +349,8 @@ TextEqual(Datum a, text *b)
 bool
 SessionLock(text *tenant, text *session_id)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
-
-	SpiRunPlan(SpiKeptPlan(&session_lock_plan, SESSION_LOCK_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_SELECT);
+	SpiRunSessionPlan(&session_lock_plan, SESSION_LOCK_SQL, tenant, session_id,
+					  false, 0, SPI_OK_SELECT);
 	return SPI_processed > 0;
 }
 
@@ -475,16 +472,14 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id)
 static int64
 SessionNextTurn(text *tenant, text *session_id, text **identity)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
 	bool		isnull;
 	Datum		d;
 
-	SpiRunPlan(SpiKeptPlan(&session_next_turn_plan, SESSION_NEXT_TURN_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	SpiRunSessionPlan(&session_next_turn_plan, SESSION_NEXT_TURN_SQL, tenant, session_id,
+					  false, 0, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 0)
-		SpiRunPlan(SpiKeptPlan(&session_create_plan, SESSION_CREATE_SQL, 2, argtypes),
-				   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+		SpiRunSessionPlan(&session_create_plan, SESSION_CREATE_SQL, tenant, session_id,
+						  false, 0, SPI_OK_INSERT_RETURNING);
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	*identity = isnull ? NULL : DatumGetTextPP(d);
@@ -585,12 +580,10 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 static pg_uuid_t *
 RepeatedTurn(text *tenant, NewTurn *t)
 {
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(t->session_id)};
 	pg_uuid_t  *turn_id;
 
-	SpiRunPlan(SpiKeptPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, 2, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE);
+	SpiRunSessionPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, tenant, t->session_id,
+					  false, 0, SPI_OK_UPDATE);
 	turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
 						  PointerGetDatum(t->request_id));
 	if (turn_id == NULL)
