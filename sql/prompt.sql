@@ -26,7 +26,7 @@ CREATE FUNCTION pg_temp.state(s text, w integer DEFAULT 10) RETURNS jsonb LANGUA
 $$;
 
 ------------------------------------------------------------------------------
--- conversation_state (seed: first message, summary over threshold)
+-- conversation_state (a case from the apps it replaces: first message, summary over threshold)
 ------------------------------------------------------------------------------
 -- an unknown session is the empty state, not an error
 SELECT jsonb_pretty(convctx.conversation_state('conv-1'));
@@ -84,7 +84,7 @@ SELECT convctx.turns_to_summarize('conv-1', -1);
 SELECT summary, through_turn_no FROM convctx.session_summary;
 
 ------------------------------------------------------------------------------
--- render_conversation_state (the planner context of the seed)
+-- render_conversation_state (the planner context of that case)
 ------------------------------------------------------------------------------
 SELECT convctx.render_conversation_state(convctx.conversation_state('conv-1'));
 SELECT convctx.render_conversation_state(convctx.conversation_state('no-such-conversation'));
@@ -109,7 +109,7 @@ SELECT convctx.render_conversation_state('{"summary": ["x"]}');
 \echo :LAST_ERROR_SQLSTATE
 
 ------------------------------------------------------------------------------
--- unified citation context (seed: citation re-indexing across three turns)
+-- unified citation context (a case from the apps it replaces: citation re-indexing across three turns)
 ------------------------------------------------------------------------------
 INSERT INTO ids SELECT 'l1', convctx.start_turn('law', 'r1', '¿Qué dice la Constitución sobre la vida?');
 SELECT convctx.record_retrieval('law', (SELECT id FROM ids WHERE name = 'l1'),
@@ -137,7 +137,7 @@ SELECT e ->> 'index' AS index, e ->> 'section' AS section, e -> 'chunk' ->> 'id'
 FROM jsonb_array_elements(convctx.context_history('law', 1)) e;
 SELECT convctx.context_history('no-such-conversation');
 SELECT convctx.context_history('no-such-conversation', 5, '[]');
--- the seed's text form, in English and with the seed's Spanish headers
+-- the text form those apps used, in English and with their Spanish headers
 SELECT convctx.render_context_history(convctx.context_history('law', 5,
     '[{"id": "lec-1", "source": "Ley de Enjuiciamiento Civil", "title": "Artículo 1", "text": "En los procesos civiles..."}]'));
 SELECT convctx.render_context_history(convctx.context_history('law', 5,
@@ -180,7 +180,7 @@ SELECT count(*) AS changed FROM ((SELECT * FROM convctx.turn_retrieval EXCEPT SE
     UNION ALL (SELECT * FROM snapshot EXCEPT SELECT * FROM convctx.turn_retrieval)) d;
 
 ------------------------------------------------------------------------------
--- is_followup (seed: context reuse for a short follow-up)
+-- is_followup (a case from the apps it replaces: context reuse for a short follow-up)
 ------------------------------------------------------------------------------
 SELECT q, convctx.is_followup(q, 'law') AS followup FROM (VALUES
     ('¿Seguro?'),
@@ -213,7 +213,7 @@ INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('', 'other
 \echo :LAST_ERROR_SQLSTATE
 
 ------------------------------------------------------------------------------
--- clarification reconstruction (seed: skipped clarification)
+-- clarification reconstruction (a case from the apps it replaces: skipped clarification)
 ------------------------------------------------------------------------------
 INSERT INTO ids SELECT 'c1', convctx.start_turn('petition', 'r1', 'rent is out of control in my city');
 SELECT convctx.record_clarification('petition', (SELECT id FROM ids WHERE name = 'c1'),

@@ -377,7 +377,10 @@ ReadAspectNodes(Jsonb *jnodes, idmap_hash *set)
 static void
 AppendAspectNode(StringInfo buf, AspectNode *node)
 {
-	/* The spec's en dash, where the database encoding can hold it. */
+	/*
+	 * The en dash the apps convctx replaces print, where the database
+	 * encoding can hold it.
+	 */
 	const char *dash = (GetDatabaseEncoding() == PG_UTF8 ||
 						GetDatabaseEncoding() == PG_SQL_ASCII) ?
 		" \xe2\x80\x93 " : " - ";

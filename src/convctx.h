@@ -99,7 +99,10 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 							  text *identity_id, bool backfill);
 
 /*
- * SQL fragments: the key of a conversation's rows, tenant $1 and session
+ * SQL fragments used by statements in several files (a fragment used by
+ * one file is defined there).
+ *
+ * The key of a conversation's rows, tenant $1 and session
  * $2, as every per-session statement states it (bare, or for a table
  * alias). Shared so that the key reads the same in every file.
  */
@@ -119,47 +122,6 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
  */
 #define SESSION_ACTIVITY_SET \
 	" last_activity_at = pg_catalog.statement_timestamp()"
-
-/*
- * SQL fragment: subtract from a session's counts the live current-version
- * turns (and their answers) among the rows a CTE "d" deleted or redacted,
- * d returning deleted_at (before the change), replaced_by_turn_id and
- * finalized_at.
- */
-#define SESSION_COUNTS_MINUS_D \
-	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
-	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL)," \
-	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
-	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL" \
-	"       AND d.finalized_at IS NOT NULL)"
-
-/*
- * SQL fragment: the same for a CTE "d" of redacted rows (all of them live
- * before), returning replaced_by_turn_id and finalized_at.
- */
-#define SESSION_COUNTS_MINUS_REDACTED \
-	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
-	"     WHERE d.replaced_by_turn_id IS NULL)," \
-	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
-	"     WHERE d.replaced_by_turn_id IS NULL AND d.finalized_at IS NOT NULL)"
-
-/*
- * SQL fragment: per-session adjustment of the counts for a CTE "d" of
- * deleted rows that returned tenant_id, session_id, deleted_at,
- * replaced_by_turn_id and finalized_at.
- */
-#define SESSION_COUNTS_ADJUST_D \
-	" adj AS (UPDATE convctx.session s" \
-	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
-	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
-	"   FROM (SELECT tenant_id, session_id," \
-	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
-	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"                                   AND finalized_at IS NOT NULL) AS answers" \
-	"           FROM d GROUP BY tenant_id, session_id) a" \
-	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
-	"    AND s.session_id OPERATOR(pg_catalog.=) a.session_id" \
-	"    AND a.turns OPERATOR(pg_catalog.>) 0)"
 
 /*
  * SQL fragment: the matching adjustment of the messages that summaries

@@ -91,6 +91,35 @@ static SPIPlanPtr expired_contexts_plan[2] = {NULL, NULL};
 static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 
 /*
+ * SQL fragment: subtract from a session's counts the live current-version
+ * turns (and their answers) among a CTE "d" of redacted rows (all of them
+ * live before), d returning replaced_by_turn_id and finalized_at.
+ */
+#define SESSION_COUNTS_MINUS_REDACTED \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
+	"     WHERE d.replaced_by_turn_id IS NULL)," \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
+	"     WHERE d.replaced_by_turn_id IS NULL AND d.finalized_at IS NOT NULL)"
+
+/*
+ * SQL fragment: per-session adjustment of the counts for a CTE "d" of
+ * deleted rows that returned tenant_id, session_id, deleted_at,
+ * replaced_by_turn_id and finalized_at.
+ */
+#define SESSION_COUNTS_ADJUST_D \
+	" adj AS (UPDATE convctx.session s" \
+	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
+	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
+	"   FROM (SELECT tenant_id, session_id," \
+	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
+	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"                                   AND finalized_at IS NOT NULL) AS answers" \
+	"           FROM d GROUP BY tenant_id, session_id) a" \
+	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
+	"    AND s.session_id OPERATOR(pg_catalog.=) a.session_id" \
+	"    AND a.turns OPERATOR(pg_catalog.>) 0)"
+
+/*
  * What a tombstone keeps: ids, request_id, timestamps, versions, and the
  * redaction generation that made it (gen: the parameter holding it), by
  * which set_summary recognises a summary made before it.

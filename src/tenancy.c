@@ -124,12 +124,7 @@ BindingSyscacheCallback(Datum arg, int cacheid, uint32 hashvalue)
 	binding_valid = false;
 }
 
-/*
- * A statement that opens no relation (SELECT convctx.current_tenant(), a
- * call of a function that reads through SPI only after it asked for the
- * tenant) would not read pending invalidations before the tenant is
- * decided; BoundTenant reads them once per transaction instead.
- */
+/* At the end of every transaction: BoundTenant reads invalidations anew. */
 static void
 BindingXactCallback(XactEvent event, void *arg)
 {
@@ -357,6 +352,12 @@ BoundTenant(void)
 	Oid			session_user = GetSessionUserId();
 	Oid			outer_user = ConvctxInvoker();
 
+	/*
+	 * A statement that opens no relation (SELECT convctx.current_tenant(), a
+	 * call of a function that reads through SPI only after it asked for the
+	 * tenant) would not read pending invalidations before the tenant is
+	 * decided; they are read here once per transaction instead.
+	 */
 	if (!binding_seen_in_xact && IsTransactionState())
 	{
 		AcceptInvalidationMessages();

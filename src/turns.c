@@ -75,6 +75,19 @@ static SPIPlanPtr session_lock_plan = NULL;
 static SPIPlanPtr count_answer_plan = NULL;
 static SPIPlanPtr live_turn_no_plan = NULL;
 
+/*
+ * SQL fragment: subtract from a session's counts the live current-version
+ * turns (and their answers) among the rows a CTE "d" deleted or redacted,
+ * d returning deleted_at (before the change), replaced_by_turn_id and
+ * finalized_at.
+ */
+#define SESSION_COUNTS_MINUS_D \
+	" live_turns = live_turns OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
+	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL)," \
+	" live_answers = live_answers OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM d" \
+	"     WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL" \
+	"       AND d.finalized_at IS NOT NULL)"
+
 #define SESSION_LOCK_SQL \
 	"SELECT 1 FROM convctx.session" \
 	" WHERE " SESSION_KEY \

@@ -30,12 +30,12 @@ $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', 'CREATE EXTENSION convctx');
 
 # Three expired anonymous sessions and a fresh one in each database.
-my $seed = q{
+my $expired_sessions_sql = q{
     SELECT count(convctx.start_turn(s, 'r' || i, 'q')) FROM
         unnest(ARRAY['old-1', 'old-2', 'old-3', 'fresh']) s, generate_series(1, 4) i;
     UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'old-%';
 };
-$node->safe_psql($_, $seed) for ('postgres', 'app');
+$node->safe_psql($_, $expired_sessions_sql) for ('postgres', 'app');
 
 # From another database: the job runs in app, scheduling again replaces it.
 my $job = $node->safe_psql('app', q{SELECT convctx.schedule_retention('*/5 * * * *')});

@@ -52,10 +52,10 @@ sub key_of
 
 sub filler
 {
-    my ($seed, $n) = @_;
+    my ($tag, $n) = @_;
     my $len = 40 + ($n * 7919) % 3000;
     my ($s, $i) = ('', 0);
-    $s .= md5_hex($seed . ':' . $i++) . ' ' while length($s) < $len;
+    $s .= md5_hex($tag . ':' . $i++) . ' ' while length($s) < $len;
     return substr($s, 0, $len);
 }
 

@@ -73,7 +73,7 @@ my $setup = q{
         FOR EACH STATEMENT EXECUTE FUNCTION public.note_purge_level();
 };
 # Expired anonymous sessions for the retention runs.
-my $seed_old = sub {
+my $add_expired_sessions = sub {
     my ($db, $prefix) = @_;
     $node->safe_psql($db, qq{
         SELECT count(convctx.start_turn('$prefix' || s, 'r' || i, 'q'))
@@ -103,12 +103,12 @@ for my $v (@variants)
 {
     my $db = $v->{db};
     $node->safe_psql($db, 'TRUNCATE public.purge_level');
-    $seed_old->($db, 'call-');
+    $add_expired_sessions->($db, 'call-');
     $node->safe_psql($db, 'CALL convctx.purge_all(2)', extra_params => ['-U', $v->{role}]);
     is($node->safe_psql($db, q{SELECT string_agg(DISTINCT level, ',') || ' ' || count(*)
                                  FROM public.purge_level}),
        'read committed 5', "$v->{name}: CALL purge_all ran its passes at read committed");
-    $seed_old->($db, 'block-');
+    $add_expired_sessions->($db, 'block-');
     $node->safe_psql($db, 'TRUNCATE public.purge_level');
     $node->safe_psql($db, 'BEGIN; CALL convctx.purge_all(2); COMMIT;',
                      extra_params => ['-U', $v->{role}]);
@@ -124,7 +124,7 @@ for my $v (@variants)
 # It runs at the next minute, while the load below goes on.
 for my $db ('lv_rr', 'lv_ser')
 {
-    $seed_old->($db, 'cron-');
+    $add_expired_sessions->($db, 'cron-');
     $node->safe_psql($db, 'TRUNCATE public.purge_level');
 }
 like($node->safe_psql('lv_rr', q{SELECT convctx.schedule_retention('* * * * *')}),
