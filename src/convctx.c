@@ -243,6 +243,16 @@ _PG_init(void)
 	SpiInit();
 }
 
+/* 22004 when argument argno, named what in the message, is NULL. */
+void
+ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				errmsg("%s must not be null", what));
+}
+
 /*
  * An id argument that must be present: NULL is 22004, empty is 22023,
  * longer than CONVCTX_MAX_ID_BYTES is 54000.
@@ -250,10 +260,7 @@ _PG_init(void)
 text *
 ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("%s must not be null", what));
+	ArgNotNull(fcinfo, argno, what);
 
 	return ArgOptionalId(fcinfo, argno, what);
 }
@@ -317,14 +324,9 @@ ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what)
 text *
 ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what)
 {
-	text	   *t;
-
-	if (PG_ARGISNULL(argno))
-		return NULL;
-	t = PG_GETARG_TEXT_PP(argno);
-	CheckIdLength(VARSIZE_ANY_EXHDR(t), what);
-	CheckTextSize(t, what);
-	return t;
+	if (!PG_ARGISNULL(argno))
+		CheckIdLength(VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)), what);
+	return ArgOptionalText(fcinfo, argno, what);
 }
 
 void
@@ -368,10 +370,7 @@ ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	int32		limit;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("%s must not be null", what));
+	ArgNotNull(fcinfo, argno, what);
 	limit = PG_GETARG_INT32(argno);
 	if (limit < 1)
 		ereport(ERROR,

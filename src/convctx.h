@@ -51,6 +51,7 @@ extern const char *BoundTenant(void);
 extern char *CallerRoleName(void);
 
 /* Argument checks (convctx.c) */
+extern void ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what);
 

@@ -188,9 +188,6 @@ convctx_is_followup(PG_FUNCTION_ARGS)
 	text	   *session_id = ArgOptionalId(fcinfo, 1, "session_id");
 	text	   *tenant = CurrentTenant();
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("query must not be null"));
+	ArgNotNull(fcinfo, 0, "query");
 	PG_RETURN_BOOL(IsFollowup(tenant, PG_GETARG_TEXT_PP(0), session_id));
 }

@@ -108,10 +108,7 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID};
 	Datum		values[5];
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("questions must not be null"));
+	ArgNotNull(fcinfo, 2, "questions");
 	questions = PG_GETARG_JSONB_P(2);
 	if (!JsonbIsArray(questions))
 		ereport(ERROR,

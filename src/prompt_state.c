@@ -500,10 +500,7 @@ convctx_set_summary_0_3(PG_FUNCTION_ARGS)
 	int64		seen;
 	text	   *tenant = CurrentTenant();
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("summary must not be null"));
+	ArgNotNull(fcinfo, 1, "summary");
 	summary = ArgOptionalText(fcinfo, 1, "summary");
 	if (PG_ARGISNULL(3))
 		ereport(ERROR,

@@ -35,6 +35,7 @@
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
 #include "convctx.h"
@@ -156,6 +157,43 @@ CronRunElsewhere(const char *what, const char *cron_db, const char *sql, int nar
 	return result;
 }
 
+/*
+ * Run a pg_cron statement and return its one value as text, or NULL: in
+ * this database when it is pg_cron's (here_sql with the first nhere of
+ * args), else in cron_db through a worker acting as the calling role
+ * (elsewhere_sql with the first nelsewhere).
+ */
+static char *
+CronRun(const char *what, const char **args, const char *here_sql, int nhere,
+		const char *elsewhere_sql, int nelsewhere)
+{
+	char	   *cron_db = PgCronDatabase();
+	MemoryContext caller = CurrentMemoryContext;
+	Datum		values[3];
+	bool		isnull;
+	Datum		d;
+	char	   *result = NULL;
+	int			i;
+
+	if (strcmp(cron_db, get_database_name(MyDatabaseId)) != 0)
+		return CronRunElsewhere(what, cron_db, elsewhere_sql, nelsewhere, args);
+	for (i = 0; i < nhere; i++)
+		values[i] = CStringGetTextDatum(args[i]);
+	SPI_connect();
+	d = CronRunHere(here_sql, nhere, values, &isnull);
+	if (!isnull)
+	{
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(SPI_gettypeid(SPI_tuptable->tupdesc, 1), &out, &varlena);
+		MemoryContextSwitchTo(caller);
+		result = OidOutputFunctionCall(out, d);
+	}
+	SPI_finish();
+	return result;
+}
+
 PG_FUNCTION_INFO_V1(convctx_schedule_retention);
 
 /*
@@ -167,45 +205,16 @@ Datum
 convctx_schedule_retention(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(schedule_retention);
-	char	   *schedule;
-	char	   *cron_db;
-	char	   *here = get_database_name(MyDatabaseId);
-	int64		jobid;
+	const char *args[4] = {RETENTION_JOB_NAME, NULL, RETENTION_JOB_COMMAND,
+	get_database_name(MyDatabaseId)};
+	char	   *jobid;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("schedule must not be null"));
-	schedule = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	cron_db = PgCronDatabase();
-
-	if (strcmp(cron_db, here) == 0)
-	{
-		Datum		values[3];
-		bool		isnull;
-		Datum		d;
-
-		values[0] = CStringGetTextDatum(RETENTION_JOB_NAME);
-		values[1] = CStringGetTextDatum(schedule);
-		values[2] = CStringGetTextDatum(RETENTION_JOB_COMMAND);
-		SPI_connect();
-		d = CronRunHere(SCHEDULE_HERE_SQL, 3, values, &isnull);
-		if (isnull)
-			elog(ERROR, "cron.schedule returned no job id");
-		jobid = DatumGetInt64(d);
-		SPI_finish();
-	}
-	else
-	{
-		const char *args[4] = {RETENTION_JOB_NAME, schedule, RETENTION_JOB_COMMAND, here};
-		char	   *result = CronRunElsewhere("schedule", cron_db, SCHEDULE_ELSEWHERE_SQL, 4, args);
-
-		if (result == NULL)
-			elog(ERROR, "cron.schedule_in_database returned no job id");
-		jobid = pg_strtoint64(result);
-	}
-
-	PG_RETURN_INT64(jobid);
+	ArgNotNull(fcinfo, 0, "schedule");
+	args[1] = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	jobid = CronRun("schedule", args, SCHEDULE_HERE_SQL, 3, SCHEDULE_ELSEWHERE_SQL, 4);
+	if (jobid == NULL)
+		elog(ERROR, "cron.schedule returned no job id");
+	PG_RETURN_INT64(pg_strtoint64(jobid));
 }
 
 PG_FUNCTION_INFO_V1(convctx_unschedule_retention);
@@ -218,34 +227,11 @@ Datum
 convctx_unschedule_retention(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(unschedule_retention);
-	char	   *cron_db;
-	char	   *here = get_database_name(MyDatabaseId);
-	char	   *user = GetUserNameFromId(GetUserId(), false);
-	bool		removed = false;
+	const char *args[3] = {RETENTION_JOB_NAME, NULL, get_database_name(MyDatabaseId)};
+	char	   *removed;
 
-	cron_db = PgCronDatabase();
+	args[1] = GetUserNameFromId(GetUserId(), false);
+	removed = CronRun("unschedule", args, UNSCHEDULE_SQL, 3, UNSCHEDULE_SQL, 3);
 
-	if (strcmp(cron_db, here) == 0)
-	{
-		Datum		values[3];
-		bool		isnull;
-		Datum		d;
-
-		values[0] = CStringGetTextDatum(RETENTION_JOB_NAME);
-		values[1] = CStringGetTextDatum(user);
-		values[2] = CStringGetTextDatum(here);
-		SPI_connect();
-		d = CronRunHere(UNSCHEDULE_SQL, 3, values, &isnull);
-		removed = !isnull && DatumGetBool(d);
-		SPI_finish();
-	}
-	else
-	{
-		const char *args[3] = {RETENTION_JOB_NAME, user, here};
-		char	   *result = CronRunElsewhere("unschedule", cron_db, UNSCHEDULE_SQL, 3, args);
-
-		removed = result != NULL && strcmp(result, "t") == 0;
-	}
-
-	PG_RETURN_BOOL(removed);
+	PG_RETURN_BOOL(removed != NULL && strcmp(removed, "t") == 0);
 }

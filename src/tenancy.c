@@ -478,10 +478,7 @@ ArgRoleName(FunctionCallInfo fcinfo, int argno, bool must_exist)
 {
 	char	   *name;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("role must not be null"));
+	ArgNotNull(fcinfo, argno, "role");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
 	if (name[0] == '\0')
 		ereport(ERROR,

@@ -300,20 +300,14 @@ NewTurnId(void)
 pg_uuid_t *
 ArgTurnId(FunctionCallInfo fcinfo, int argno)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("turn_id must not be null"));
+	ArgNotNull(fcinfo, argno, "turn_id");
 	return PG_GETARG_UUID_P(argno);
 }
 
 static text *
 ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				errmsg("%s must not be null", what));
+	ArgNotNull(fcinfo, argno, what);
 	return ArgOptionalText(fcinfo, argno, what);
 }
 
