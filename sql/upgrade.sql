@@ -21,7 +21,8 @@ SELECT version FROM pg_available_extension_versions WHERE name = 'convctx' ORDER
 -- DROP EXTENSION leaves schema convctx, with its grants and comment, and
 -- the roles, which belong to the cluster. The schema goes too, so that the
 -- old install creates it again; the roles stay, as they would for a
--- database reinstalling next to others that use them.
+-- database reinstalling next to others that use them (test/t/014 compares
+-- installs that create the roles, in a cluster of their own).
 DROP EXTENSION convctx;
 SELECT nspname FROM pg_namespace WHERE nspname = 'convctx';
 DROP SCHEMA convctx;
