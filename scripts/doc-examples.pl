@@ -8,9 +8,10 @@
 #                                  ```text blocks; exit 1 on a difference
 #
 # An example is a fenced ```sql block (the fence may be indented, as in a
-# list item; the indent is removed). Its first line may be "-- as ROLE": the
-# block then runs under SET SESSION AUTHORIZATION ROLE (as if ROLE had logged
-# in) and the session returns to the superuser afterwards. A ```text block
+# list item; the indent is removed). Every block starts as the superuser
+# running the file, unless its first line is "-- as ROLE": then it runs under
+# SET SESSION AUTHORIZATION ROLE, as if ROLE had logged in. psql variables
+# (\gset) and settings carry over from block to block. A ```text block
 # that follows it, with nothing but blank lines between, is the exact output
 # of the example. Any other fence language is never run.
 use strict;
@@ -70,10 +71,10 @@ my @ex = examples($file);
 if ($mode eq 'script') {
     for my $n (0 .. $#ex) {
         my $e = $ex[$n];
-        print "\\echo '<<<example $n>>>'\n";
+        print "RESET SESSION AUTHORIZATION;\nRESET ROLE;\n";
         print "SET SESSION AUTHORIZATION \"$e->{role}\";\n" if defined $e->{role};
+        print "\\echo '<<<example $n>>>'\n";
         print $e->{sql};
-        print "RESET SESSION AUTHORIZATION;\n" if defined $e->{role};
     }
     print "\\echo '<<<example end>>>'\n";
     exit 0;
