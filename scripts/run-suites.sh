@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set): each suite as its own
-# `make installcheck`, so a failing suite does not hide the next one; then
-# the diffs and logs of failures, and a final "N passed, N failed" line.
+# `make installcheck`, so a failing suite does not hide the next one, then the
+# SQL examples of the documentation (scripts/doc-examples.sh); then the diffs
+# and logs of failures, and a final "N passed, N failed" line.
 set -uo pipefail
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
@@ -13,7 +14,11 @@ run_suite() {
     local name=$1; shift
     local log="/tmp/convctx-suite-$name.$$.log" rc ok bad
     echo "== $name"
-    make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
+    if [ "$name" = docs ]; then
+        bash scripts/doc-examples.sh 2>&1 | tee "$log"
+    else
+        make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
+    fi
     rc=${PIPESTATUS[0]}
     if [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
@@ -36,6 +41,7 @@ run_suite isolation REGRESS= TAP_TESTS=
 if ls test/t/*.pl >/dev/null 2>&1; then
     run_suite tap REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 fi
+run_suite docs
 
 for f in regression.diffs output_iso/regression.diffs; do
     if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi

@@ -88,7 +88,7 @@ ORDER BY 1;
 SELECT p.oid::regprocedure AS routine_without_pinned_search_path
 FROM pg_catalog.pg_proc p
 WHERE p.pronamespace = 'convctx'::regnamespace AND p.proconfig IS NULL
-ORDER BY 1;
+ORDER BY p.oid::regprocedure::text;
 -- the schema: USAGE for the two roles and the audit writer only
 SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee, a.privilege_type
 FROM pg_catalog.pg_namespace n, aclexplode(n.nspacl) a

@@ -1,47 +1,31 @@
--- Upgrade: install the oldest released version, store data in it, update
--- to the current version, and check that the data, the API and the
--- catalog are what a fresh install gives.
+-- Upgrade: a database that ran an older version and updated with ALTER
+-- EXTENSION UPDATE must end up with the data it had, a working API and
+-- exactly the catalog of a fresh install. The two installs are made by
+-- different paths: CREATE EXTENSION convctx runs the full install script of
+-- the current version (sql/convctx--0.4.0.sql), an update runs the script
+-- of the old version and the update scripts after it.
 
--- What an install of the current version looks like (functions, privileges,
--- settings, relations, columns, policies, comments, dump registrations),
--- taken now from the fresh install and again after the upgrade.
-CREATE TEMP VIEW catalog_state AS
-SELECT 'function' AS kind,
-       p.oid::regprocedure::text AS name,
-       p.prosecdef::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '-') || ' '
-           || p.provolatile::text || p.proparallel::text || ' ' || coalesce(p.proacl::text, 'default') || ' '
-           || coalesce(obj_description(p.oid, 'pg_proc'), 'no comment') AS props
-FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
-UNION ALL
-SELECT 'relation', c.relname,
-       c.relkind::text || ' ' || c.relrowsecurity::text || ' ' || coalesce(c.relacl::text, 'default') || ' '
-           || coalesce(array_to_string(c.reloptions, ','), '-') || ' '
-           || coalesce(obj_description(c.oid, 'pg_class'), 'no comment')
-FROM pg_class c WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
-UNION ALL
-SELECT 'policy', pol.polrelid::regclass::text || '.' || pol.polname,
-       pol.polcmd::text || ' ' || pg_get_expr(pol.polqual, pol.polrelid) || ' '
-           || coalesce(pg_get_expr(pol.polwithcheck, pol.polrelid), '-')
-FROM pg_policy pol JOIN pg_class c ON c.oid = pol.polrelid
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx')
-UNION ALL
-SELECT 'column', c.relname || '.' || a.attname,
-       format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' '
-           || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'convctx') AND a.attnum > 0 AND NOT a.attisdropped
-UNION ALL
-SELECT 'config_dump', c.relname, coalesce(x.cond, '')
-FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(oid, cond)
-JOIN pg_class c ON c.oid = x.oid
-WHERE e.extname = 'convctx';
+-- The catalog of a fresh install: this database's, made by pg_regress with
+-- CREATE EXTENSION convctx (test/catalog_state.sql says what it covers).
+\i test/catalog_state.sql
 CREATE TEMP TABLE fresh_catalog AS SELECT * FROM catalog_state;
+SELECT count(*) AS catalog_entries, count(DISTINCT kind) AS kinds FROM fresh_catalog;
+-- made by the full script: an update leaves the dropped regrole column of
+-- 0.2.0 behind in role_tenant, a fresh install has none
+SELECT count(*) AS dropped_columns FROM pg_attribute
+WHERE attrelid = 'convctx.role_tenant'::regclass AND attisdropped;
 
 -- every version this build can install, oldest first
 SELECT version FROM pg_available_extension_versions WHERE name = 'convctx' ORDER BY version;
 
+-- DROP EXTENSION leaves schema convctx, with its grants and comment, and
+-- the roles, which belong to the cluster. The schema goes too, so that the
+-- old install creates it again; the roles stay, as they would for a
+-- database reinstalling next to others that use them (test/t/014 compares
+-- installs that create the roles, in a cluster of their own).
 DROP EXTENSION convctx;
+SELECT nspname FROM pg_namespace WHERE nspname = 'convctx';
+DROP SCHEMA convctx;
 CREATE EXTENSION convctx VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'convctx';
 
@@ -173,12 +157,37 @@ SELECT convctx.unbind_role_tenant('upgrade_app_acme'), convctx.unbind_role_tenan
 REVOKE ALL ON FUNCTION convctx.recent_turns(text, integer) FROM upgrade_reporting;
 DROP ROLE upgrade_app_acme, upgrade_admin_acme, upgrade_reporting;
 
--- and the catalog is exactly that of a fresh install
+-- and the catalog is exactly that of the fresh install: no difference
 CREATE TEMP TABLE upgraded_catalog AS SELECT * FROM catalog_state;
-
-SELECT count(*) AS catalog_entries FROM fresh_catalog;
+SELECT count(*) AS dropped_columns FROM pg_attribute
+WHERE attrelid = 'convctx.role_tenant'::regclass AND attisdropped;
 SELECT coalesce(f.kind, u.kind) AS kind, coalesce(f.name, u.name) AS name,
        f.props AS fresh, u.props AS upgraded
 FROM fresh_catalog f FULL JOIN upgraded_catalog u USING (kind, name)
 WHERE f.props IS DISTINCT FROM u.props
 ORDER BY 1, 2;
+
+-- The same from each later release, straight to the current version.
+CREATE FUNCTION pg_temp.update_from(old text) RETURNS TABLE (kind text, name text, fresh text, upgraded text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    DROP EXTENSION convctx;
+    DROP SCHEMA convctx;
+    EXECUTE format('CREATE EXTENSION convctx VERSION %L', old);
+    ALTER EXTENSION convctx UPDATE;
+    RETURN QUERY
+        SELECT coalesce(f.kind, u.kind), coalesce(f.name, u.name), f.props, u.props
+        FROM fresh_catalog f FULL JOIN catalog_state u USING (kind, name)
+        WHERE f.props IS DISTINCT FROM u.props
+        ORDER BY 1, 2;
+END $$;
+SELECT * FROM pg_temp.update_from('0.2.0');
+SELECT * FROM pg_temp.update_from('0.3.0');
+
+-- Leave a fresh install behind, as pg_regress made it.
+DROP EXTENSION convctx;
+DROP SCHEMA convctx;
+CREATE EXTENSION convctx;
+SELECT count(*) AS differences
+FROM fresh_catalog f FULL JOIN catalog_state u USING (kind, name)
+WHERE f.props IS DISTINCT FROM u.props;

@@ -34,7 +34,7 @@
 	"       (tenant_id, role_name, acting_role, action, session_id, identity_id, details)" \
 	" VALUES ($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb)"
 
-/* The role refusal rows are written as (sql/convctx--0.2.0--0.3.0.sql). */
+/* The role refusal rows are written as (created by the install and update scripts). */
 #define AUDIT_ROLE "convctx_audit"
 
 static SPIPlanPtr audit_plan = NULL;

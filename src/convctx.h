@@ -147,7 +147,6 @@ extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);
 extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribute_noreturn();
 extern bool SessionLock(text *tenant, text *session_id);
-extern bool SessionHasSummaryMark(void);
 extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
 /* Prompt data that redaction forgets (prompt_state.c) */

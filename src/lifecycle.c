@@ -322,7 +322,10 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * the contexts of those that had turns; per tenant, how many of each. A
  * session that never had a turn (last_turn_no 0) is the row context_add
  * or context_save created to lock on (docs/locking.md): its context is
- * left to convctx.context_ttl, as a context without turns always was.
+ * left to convctx.context_ttl, as a context without turns always was. A
+ * context another purge has locked (its context pass takes contexts
+ * without their sessions) is skipped too, and left to context_ttl: purge
+ * never waits, so two purges in long transactions cannot deadlock.
  */
 #define EMPTIED_SESSIONS_SQL \
 	"WITH gone AS (DELETE FROM convctx.session s" \
@@ -333,10 +336,12 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"                      WHERE t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
 	"                        AND t.session_id OPERATOR(pg_catalog.=) s.session_id)" \
 	"   RETURNING s.tenant_id, s.session_id, s.last_turn_no)," \
-	" contexts AS (DELETE FROM convctx.conversation_context c USING gone g" \
-	"   WHERE c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
-	"     AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id" \
-	"     AND g.last_turn_no OPERATOR(pg_catalog.>) 0 RETURNING c.tenant_id)" \
+	" contexts AS (DELETE FROM convctx.conversation_context WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"   SELECT c.ctid FROM convctx.conversation_context c JOIN gone g" \
+	"       ON c.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
+	"      AND c.conversation_id OPERATOR(pg_catalog.=) g.session_id" \
+	"    WHERE g.last_turn_no OPERATOR(pg_catalog.>) 0" \
+	"    FOR UPDATE OF c SKIP LOCKED)) RETURNING tenant_id)" \
 	" SELECT u.tenant_id, pg_catalog.count(*) FILTER (WHERE u.is_session)," \
 	"        pg_catalog.count(*) FILTER (WHERE NOT u.is_session)" \
 	"   FROM (SELECT tenant_id, true AS is_session FROM gone" \
@@ -571,6 +576,9 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 	}
 }
 
+/* How often erase_identity starts its locking over in session_id order. */
+#define ERASE_MAX_RESTARTS 3
+
 /*
  * Lock the sessions of an identity in the tenant (ERASE_FIND_SQL), always
  * in session_id order, so that two erasures, or an erasure and any
@@ -583,7 +591,8 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
  * New sessions that sort after every session held are simply locked next;
  * when one sorts before, locking it now would break the order, so every
  * lock is given back (the locks live in a subtransaction, rolled back)
- * and the whole set is locked again in order. Returns the session ids as
+ * and the whole set is locked again in order, at most ERASE_MAX_RESTARTS
+ * times. Returns the session ids as
  * a text[] Datum in the caller's context, sets *linked to those linked to
  * the identity (whose turns are erased; the others only lose their
  * context) and *nlinked_out to their number. SPI must be connected.
@@ -606,8 +615,11 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 	Datum	   *linked_ids;
 	int			nlinked = 0;
 	int			i;
+	int			restarts = 0;
+	volatile bool in_subxact;
 
 	BeginInternalSubTransaction(NULL);
+	in_subxact = true;
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
@@ -634,7 +646,16 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 					first_new = i;
 			if (first_new < 0)
 				break;
-			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0)
+			/*
+			 * A session sorting before one held means starting over in
+			 * order; a few times at most, so that sessions created while it
+			 * waits cannot keep the erasure from finishing. Past that it
+			 * locks the newcomers where they fall: a cycle is then possible
+			 * only with another transaction spanning several of these
+			 * sessions, and PostgreSQL breaks it with 40P01.
+			 */
+			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0 &&
+				restarts < ERASE_MAX_RESTARTS)
 				in_order = false;
 
 			if (in_order)
@@ -642,10 +663,13 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 			else
 			{
 				/* Give every lock back, then take them all in order. */
+				restarts++;
+				in_subxact = false;
 				RollbackAndReleaseCurrentSubTransaction();
 				MemoryContextSwitchTo(cxt);
 				CurrentResourceOwner = owner;
 				BeginInternalSubTransaction(NULL);
+				in_subxact = true;
 				MemoryContextSwitchTo(cxt);
 				idmap_reset(held);
 				max_held = NULL;
@@ -662,7 +686,8 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
+		if (in_subxact)
+			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 		ReThrowError(edata);
@@ -1065,12 +1090,16 @@ PurgeAtSnapshotLevel(int32 batch, text *tenant, HTAB *tenants)
 	{
 		HTAB	   *attempt = PurgeTenantsCreate();
 		volatile bool done = false;
-		bool		was_latest = SpiBulkReadLatest(true);
+		bool		was_latest = SpiBulkReadLatest(false);
+
+		/* only read here: set inside the subtransaction, restored on error */
+		SpiBulkReadLatest(was_latest);
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(oldcontext);
 		PG_TRY();
 		{
+			SpiBulkReadLatest(true);
 			PurgeOnce(batch, tenant, attempt);
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(oldcontext);

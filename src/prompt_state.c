@@ -48,7 +48,6 @@
 static SPIPlanPtr window_plan = NULL;
 static SPIPlanPtr counts_plan = NULL;
 static SPIPlanPtr set_summary_plan = NULL;
-static SPIPlanPtr set_summary_0_1_plan = NULL;
 static SPIPlanPtr clear_summary_mark_plan = NULL;
 static SPIPlanPtr summary_lock_plan = NULL;
 static SPIPlanPtr summary_stale_plan = NULL;
@@ -82,7 +81,8 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"  LEFT JOIN convctx.conversation_context cc" \
 	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2"
 
-#define SET_SUMMARY_0_1_SQL \
+/* Insert or replace the summary, counting the messages it covers. */
+#define SUMMARY_UPSERT_SQL \
 	"INSERT INTO convctx.session_summary AS s" \
 	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
 	" SELECT $1, $2, $3, t.turn_no," \
@@ -100,11 +100,11 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"     updated_at = pg_catalog.statement_timestamp()"
 
 /*
- * The same, and the turn_no the summary covers to in the session row,
- * where finalize_turn reads it under the same row lock.
+ * The summary, and the turn_no it covers to in the session row, where
+ * finalize_turn reads it under the same row lock.
  */
 #define SET_SUMMARY_SQL \
-	"WITH sm AS (" SET_SUMMARY_0_1_SQL " RETURNING through_turn_no)" \
+	"WITH sm AS (" SUMMARY_UPSERT_SQL " RETURNING through_turn_no)" \
 	" UPDATE convctx.session SET summary_through_turn_no = sm.through_turn_no FROM sm" \
 	"  WHERE " SESSION_KEY
 
@@ -124,7 +124,7 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"   AND turn_no OPERATOR(pg_catalog.<=) $3 AND redaction OPERATOR(pg_catalog.>) $4" \
 	" LIMIT 1"
 
-/* After PromptForget dropped the summary, when the session row has the mark. */
+/* After PromptForget dropped the summary. */
 #define CLEAR_SUMMARY_MARK_SQL \
 	"UPDATE convctx.session SET summary_through_turn_no = NULL" \
 	" WHERE " SESSION_KEY \
@@ -193,7 +193,7 @@ PromptForget(text *tenant, text *session_id, int64 turn_no)
 	else
 		SpiRunPlan(SpiKeptPlan(&forget_session_plan, FORGET_SESSION_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_DELETE);
-	if (SPI_processed > 0 && SessionHasSummaryMark())
+	if (SPI_processed > 0)
 		SpiRunPlan(SpiKeptPlan(&clear_summary_mark_plan, CLEAR_SUMMARY_MARK_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_UPDATE);
 }
@@ -467,12 +467,8 @@ SetSummary(text *tenant, text *session_id, text *summary, pg_uuid_t *through, in
 
 	SPI_connect();
 	CheckSummaryGeneration(tenant, session_id, through, seen);
-	if (SessionHasSummaryMark())
-		SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
-				   values, NULL, false, 0, SPI_OK_UPDATE);
-	else
-		SpiRunPlan(SpiKeptPlan(&set_summary_0_1_plan, SET_SUMMARY_0_1_SQL, 4, argtypes),
-				   values, NULL, false, 0, SPI_OK_INSERT);
+	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
+			   values, NULL, false, 0, SPI_OK_UPDATE);
 	if (SPI_processed == 0)
 		ReportTurnNotFound(through, session_id);
 	SPI_finish();
@@ -560,9 +556,9 @@ convctx_turns_to_summarize_0_3(PG_FUNCTION_ARGS)
 
 /*
  * The entry points of set_summary and turns_to_summarize before 0.3.0,
- * which the install script of 0.1.0 names: a summary without a redaction
- * generation could carry redacted text, so they refuse until the
- * extension is updated.
+ * which the install script of 0.1.0 names (an install of 0.1.0 updated to
+ * this version runs it): a summary without a redaction generation could
+ * carry redacted text, so they refuse until the extension is updated.
  */
 static void
 ReportOldSummaryApi(const char *name)

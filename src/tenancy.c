@@ -152,9 +152,10 @@ RoleTenantRelid(void)
 }
 
 /*
- * The number of the text column named name; the table of 0.2.0 has no
- * such columns (or keeps dropped ones), so look them up rather than trust
- * positions, and refuse a catalog of another version.
+ * The number of the text column named name. A table updated from 0.2.0
+ * keeps its dropped role_id column, so positions differ from a fresh
+ * install's: look them up rather than trust positions, and refuse a table
+ * of another shape.
  */
 static AttrNumber
 RoleTenantColumn(TupleDesc desc, const char *name)
@@ -616,8 +617,10 @@ convctx_unbind_role_tenant_0_3(PG_FUNCTION_ARGS)
 
 /*
  * The functions of version 0.2.0, which took a regrole, are gone from the
- * catalog of 0.3.0; their symbols stay so that a catalog not yet updated
- * gets a clear error instead of a missing symbol.
+ * catalog of 0.3.0. Their symbols stay, as errors, because the update
+ * script from 0.1.0 to 0.2.0 creates them (an install of 0.1.0 updated to
+ * this version runs it), and so that a catalog not yet updated gets a
+ * clear error instead of a missing symbol.
  */
 static void
 ReplacedFunction(const char *name)

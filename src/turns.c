@@ -46,15 +46,11 @@
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/jsonb.h"
-#include "utils/lsyscache.h"
 #include "utils/uuid.h"
 
 #include "convctx.h"
@@ -67,7 +63,6 @@ static SPIPlanPtr insert_turn_plan = NULL;
 static SPIPlanPtr append_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
-static SPIPlanPtr finalize_0_1_plan = NULL;
 static SPIPlanPtr summary_count_answer_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
 static SPIPlanPtr replace_plan = NULL;
@@ -209,28 +204,6 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
 	" RETURNING t.turn_no, s.summary_through_turn_no," \
 	"           CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN t.metadata END"
-
-/*
- * The same on the tables of 0.1.0, whose session row has no summary mark:
- * run after the answer is counted in the session row (locking it), so that
- * the summary lookup's snapshot follows the lock.
- */
-#define FINALIZE_0_1_SQL \
-	"UPDATE convctx.turn SET" \
-	"  answer_neutral = $4," \
-	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
-	"                           THEN $4 ELSE $5 END," \
-	"  answer_translated_is_fallback = CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat" \
-	"                                       THEN true ELSE $6 END," \
-	"  metadata = CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
-	"                  ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
-	"  finalized_at = pg_catalog.statement_timestamp()" \
-	" WHERE " SESSION_KEY \
-	"   AND turn_id OPERATOR(pg_catalog.=) $3" \
-	"   AND finalized_at IS NULL AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	" RETURNING turn_no, (SELECT through_turn_no FROM convctx.session_summary" \
-	"   WHERE " SESSION_KEY ")," \
-	"   CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN metadata END"
 
 /* A summary that covers a turn finalized after it was written covers its answer too. */
 #define SUMMARY_COUNT_ANSWER_SQL \
@@ -383,61 +356,6 @@ LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id)
 				errmsg("turn has been redacted"),
 				errdetail("Turn %s keeps no text and takes none.", UuidString(turn_id)));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/* Whether convctx.session has summary_through_turn_no, per backend. */
-static struct
-{
-	bool		valid;
-	bool		present;
-	Oid			relid;
-	bool		callback_registered;
-}			summary_mark;
-
-static void
-SummaryMarkInvalidate(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == summary_mark.relid)
-		summary_mark.valid = false;
-}
-
-/*
- * Whether the session row carries the summary mark (summary_through_turn_no,
- * added by 0.2.0). Until ALTER EXTENSION convctx UPDATE, a database may run
- * this library on the tables of 0.1.0; finalize_turn and set_summary then
- * keep to the statements of 0.1.0. The table is locked first, as the
- * statements that follow would lock it anyway: taking the lock processes
- * the invalidation of a change committed before, and no ALTER TABLE can
- * change the answer until the end of the transaction.
- */
-bool
-SessionHasSummaryMark(void)
-{
-	Oid			relid;
-	AttrNumber	attnum;
-
-	if (summary_mark.valid)
-	{
-		LockRelationOid(summary_mark.relid, RowExclusiveLock);
-		if (summary_mark.valid)
-			return summary_mark.present;
-	}
-	if (!summary_mark.callback_registered)
-	{
-		CacheRegisterRelcacheCallback(SummaryMarkInvalidate, (Datum) 0);
-		summary_mark.callback_registered = true;
-	}
-
-	relid = get_relname_relid("session", ConvctxNamespace());
-	if (!OidIsValid(relid))
-		return false;			/* the statement that follows reports it */
-	LockRelationOid(relid, RowExclusiveLock);
-	attnum = get_attnum(relid, "summary_through_turn_no");
-	summary_mark.relid = relid;
-	summary_mark.present = attnum != InvalidAttrNumber &&
-		get_atttype(relid, attnum) == INT8OID;
-	summary_mark.valid = true;
-	return summary_mark.present;
 }
 
 /*
@@ -767,23 +685,16 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 }
 
 /*
- * Run the finalizing statement (with the summary mark, or in the order of
- * the tables of 0.1.0: the session row first, then the turn). Returns
- * whether the turn was finalized; its row is then in SPI_tuptable.
+ * Run the finalizing statement. Returns whether the turn was finalized;
+ * its row is then in SPI_tuptable.
  */
 static bool
-RunFinalize(text *tenant, text *session_id, Datum *values, char *nulls)
+RunFinalize(Datum *values, char *nulls)
 {
 	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID};
 
-	if (SessionHasSummaryMark())
-		SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes),
-				   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
-	else if (CountAnswer(tenant, session_id, 1))
-		SpiRunPlan(SpiKeptPlan(&finalize_0_1_plan, FINALIZE_0_1_SQL, 7, argtypes),
-				   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
-	else
-		return false;
+	SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes),
+			   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
 	return SPI_processed > 0;
 }
 
@@ -838,7 +749,7 @@ FinalizeTurn(text *tenant, text *session_id, pg_uuid_t *turn_id, text *answer_ne
 	values[6] = PlanArg(metadata, &nulls[6]);
 
 	SPI_connect();
-	if (RunFinalize(tenant, session_id, values, nulls))
+	if (RunFinalize(values, nulls))
 		CountFinalized(values);
 	else
 	{

@@ -159,7 +159,11 @@ SELECT convctx.finalize_turn('s:s', ':turn_id'::uuid, 'answer :r');
 SELECT convctx.set_summary('s:s', 'summary through :r', ':turn_id'::uuid, 0);
 \endif
 \if :op = 2
-SELECT convctx.replace_turn('s:s', ':turn_id'::uuid, 'answer :r') IS NOT NULL AS replaced;
+DO $$BEGIN
+    PERFORM convctx.replace_turn('s:s', ':turn_id'::uuid, 'answer :r');
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    NULL;  -- an earlier request of the same id replaced it: done
+END$$;
 \endif
 \if :op = 3
 SELECT convctx.link_session('user-:s', 's:s');
