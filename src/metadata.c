@@ -39,13 +39,6 @@ KeyAllowed(List *allowed, const char *key, int len)
 	return false;
 }
 
-static bool
-KeyIs(JsonbValue *k, const char *name)
-{
-	return k->val.string.len == (int) strlen(name) &&
-		memcmp(k->val.string.val, name, k->val.string.len) == 0;
-}
-
 /*
  * Lower-case hex HMAC-SHA256 of data under key (64 characters), as
  * pgcrypto's encode(hmac(data, key, 'sha256'), 'hex') computes it.
@@ -111,11 +104,68 @@ CheckMetadataSize(Datum merged)
 }
 
 /*
+ * The keyed hash of meta's "ip" (22023 unless a string), when ip_hash is
+ * allowlisted and a key is set; else NULL. *ip_given says whether meta
+ * has an ip at all.
+ */
+static char *
+MetadataIpHash(Jsonb *meta, List *allowed, bool *ip_given)
+{
+	JsonbValue	ip;
+
+	*ip_given = false;
+	Assert(JB_ROOT_IS_OBJECT(meta));
+	if (JSONB_KEY(&meta->root, "ip", &ip) == NULL || ip.type == jbvNull)
+		return NULL;
+	if (ip.type != jbvString)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("meta key \"ip\" must be a string"));
+	*ip_given = true;
+	if (!KeyAllowed(allowed, "ip_hash", strlen("ip_hash")) || IpHashKey() == NULL)
+		return NULL;
+	return KeyedHashHex(IpHashKey(), ip.val.string.val, ip.val.string.len);
+}
+
+/*
+ * Push the allowlisted pairs of meta; never the raw ip, never a
+ * client-supplied hash beside it (ours replaces it; with no key, the ip's
+ * hash is not kept at all), never a client's question_neutral_is_fallback.
+ * Returns how many were pushed.
+ */
+static int
+PushAllowedPairs(JsonbParseState **state, Jsonb *meta, List *allowed, bool ip_given)
+{
+	JsonbIterator *it = JsonbIteratorInit(&meta->root);
+	JsonbValue	k;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			pairs = 0;
+
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+	{
+		if (tok != WJB_KEY)
+			continue;
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+		if (JsonbStringIs(&k, "ip") || (ip_given && JsonbStringIs(&k, "ip_hash")) ||
+			JsonbStringIs(&k, "question_neutral_is_fallback"))
+			continue;
+		if (!KeyAllowed(allowed, k.val.string.val, k.val.string.len))
+			continue;
+		pushJsonbValue(state, WJB_KEY, &k);
+		pushJsonbValue(state, WJB_VALUE, &v);
+		pairs++;
+	}
+	return pairs;
+}
+
+/*
  * The metadata object a turn stores for meta (an object, or NULL): its
  * allowlisted keys, a raw "ip" replaced by "ip_hash" (when ip_hash is
- * allowed and a key is set; else dropped), and question_neutral_is_fallback when asked. NULL when nothing
- * is left. A non-string ip is 22023; a result over convctx.max_text_bytes
- * is 54000.
+ * allowed and a key is set; else dropped), and question_neutral_is_fallback
+ * when asked. NULL when nothing is left. A non-string ip is 22023; a
+ * result over convctx.max_text_bytes is 54000.
  */
 Jsonb *
 MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
@@ -138,67 +188,23 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 		allowed = NIL;			/* the check hook keeps this from happening */
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-
 	if (meta != NULL)
 	{
-		JsonbValue	ip;
-
-		Assert(JB_ROOT_IS_OBJECT(meta));
-		if (JSONB_KEY(&meta->root, "ip", &ip) != NULL &&
-			ip.type != jbvNull)
-		{
-			if (ip.type != jbvString)
-				ereport(ERROR,
-						errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("meta key \"ip\" must be a string"));
-			ip_given = true;
-			if (KeyAllowed(allowed, "ip_hash", 7) && IpHashKey() != NULL)
-				ip_hash = KeyedHashHex(IpHashKey(), ip.val.string.val, ip.val.string.len);
-		}
+		ip_hash = MetadataIpHash(meta, allowed, &ip_given);
+		pairs += PushAllowedPairs(&state, meta, allowed, ip_given);
 	}
-
-	if (meta != NULL)
-	{
-		JsonbIterator *it = JsonbIteratorInit(&meta->root);
-		JsonbValue	k;
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-
-		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
-		{
-			if (tok != WJB_KEY)
-				continue;
-			tok = JsonbIteratorNext(&it, &v, true);
-			Assert(tok == WJB_VALUE);
-			/*
-			 * Never the raw ip, never a client-supplied hash beside it (ours
-			 * replaces it; with no key, the ip's hash is not kept at all).
-			 */
-			if (KeyIs(&k, "ip") || (ip_given && KeyIs(&k, "ip_hash")) ||
-				KeyIs(&k, "question_neutral_is_fallback"))
-				continue;
-			if (!KeyAllowed(allowed, k.val.string.val, k.val.string.len))
-				continue;
-			pushJsonbValue(&state, WJB_KEY, &k);
-			pushJsonbValue(&state, WJB_VALUE, &v);
-			pairs++;
-		}
-	}
-
 	if (ip_hash != NULL)
 	{
 		JsonbPushKey(&state, "ip_hash");
 		JsonbPushString(&state, WJB_VALUE, ip_hash, strlen(ip_hash));
 		pairs++;
 	}
-
 	if (question_neutral_is_fallback)
 	{
 		JsonbPushKey(&state, "question_neutral_is_fallback");
 		JsonbPushBool(&state, WJB_VALUE, true);
 		pairs++;
 	}
-
 	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	if (pairs == 0)
 		return NULL;
