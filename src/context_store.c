@@ -88,14 +88,7 @@ static SPIPlanPtr context_add_plan = NULL;
 static void
 CheckContextSize(Datum ctx)
 {
-	Size		len = toast_raw_datum_size(ctx) - VARHDRSZ;
-
-	if (len > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("context is too large"),
-				errdetail("It has %zu bytes; convctx.max_text_bytes allows %d.",
-						  len, convctx_max_text_bytes));
+	CheckMaxTextBytes(toast_raw_datum_size(ctx) - VARHDRSZ, "context is too large", "It");
 }
 
 /* 54000 when a node id of a context object (shape already checked) is too long. */

@@ -329,17 +329,29 @@ ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what)
 	return ArgOptionalText(fcinfo, argno, what);
 }
 
+/*
+ * 54000 when len bytes (a text, a context, a turn's merged metadata) exceed
+ * convctx.max_text_bytes: the one place that compares with the limit. msg is
+ * the whole errmsg; subject starts the detail ("It", or what was measured).
+ */
+void
+CheckMaxTextBytes(Size len, const char *msg, const char *subject)
+{
+	if (len > (Size) convctx_max_text_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("%s", msg),
+				errdetail("%s has %zu bytes; convctx.max_text_bytes allows %d.",
+						  subject, len, convctx_max_text_bytes));
+}
+
 void
 CheckTextSize(text *t, const char *what)
 {
 	Size		len = VARSIZE_ANY_EXHDR(t);
 
 	if (len > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("%s is too long", what),
-				errdetail("It has %zu bytes; convctx.max_text_bytes allows %d.",
-						  len, convctx_max_text_bytes));
+		CheckMaxTextBytes(len, psprintf("%s is too long", what), "It");
 }
 
 /*

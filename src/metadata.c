@@ -93,14 +93,8 @@ IpHashKey(void)
 void
 CheckMetadataSize(Datum merged)
 {
-	Size		len = toast_raw_datum_size(merged) - VARHDRSZ;
-
-	if (len > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("metadata is too long"),
-				errdetail("The turn's metadata merged with the new one has %zu bytes; convctx.max_text_bytes allows %d.",
-						  len, convctx_max_text_bytes));
+	CheckMaxTextBytes(toast_raw_datum_size(merged) - VARHDRSZ, "metadata is too long",
+					  "The turn's metadata merged with the new one");
 }
 
 /*
