@@ -17,9 +17,11 @@
  * conversation serialize and none of their ids is lost. context_save
  * replaces the whole snapshot: the last writer wins, as the caller asked.
  *
- * A conversation that only ever stores a context is therefore an
- * anonymous session without turns: it expires convctx.session_ttl after
- * its last activity, and purge takes its context with it.
+ * A conversation that only ever stores a context therefore has a session
+ * row without turns: purge deletes that row convctx.session_ttl after its
+ * last activity but leaves the context to convctx.context_ttl
+ * (EMPTIED_SESSIONS_SQL in lifecycle.c); the next write creates the row
+ * again.
  *
  * Limits (54000, nothing written): a node id has at most
  * CONVCTX_MAX_ID_BYTES, a stored context at most convctx.max_text_bytes;
@@ -257,10 +259,9 @@ convctx_context_add(PG_FUNCTION_ARGS)
 	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed != 1)
 		elog(ERROR, "context_add affected " UINT64_FORMAT " rows", SPI_processed);
-	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	result = SpiFirstDatumCopy(1, &isnull);
 	/* After the merge, which only the statement sees: the error rolls it back. */
 	CheckContextSize(result);
-	result = SpiFirstDatumCopy(1, &isnull);
 	SPI_finish();
 
 	PG_RETURN_DATUM(result);
