@@ -2,7 +2,7 @@
 -- EXTENSION UPDATE must end up with the data it had, a working API and
 -- exactly the catalog of a fresh install. The two installs are made by
 -- different paths: CREATE EXTENSION convctx runs the full install script of
--- the current version (sql/convctx--0.4.0.sql), an update runs the script
+-- the current version (sql/convctx--0.5.0.sql), an update runs the script
 -- of the old version and the update scripts after it.
 
 -- The catalog of a fresh install: this database's, made by pg_regress with
@@ -183,6 +183,7 @@ BEGIN
 END $$;
 SELECT * FROM pg_temp.update_from('0.2.0');
 SELECT * FROM pg_temp.update_from('0.3.0');
+SELECT * FROM pg_temp.update_from('0.4.0');
 
 -- Leave a fresh install behind, as pg_regress made it.
 DROP EXTENSION convctx;

@@ -28,6 +28,7 @@
 PG_MODULE_MAGIC;
 
 char	   *convctx_tenant = NULL;
+int			convctx_tenant_scope = TENANT_SCOPE_SESSION;
 int			convctx_max_active_nodes = 256;
 int			convctx_max_session_turns = 500;
 int			convctx_max_text_bytes = 1024 * 1024;
@@ -99,6 +100,12 @@ check_secret_key(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static const struct config_enum_entry tenant_scope_options[] = {
+	{"session", TENANT_SCOPE_SESSION, false},
+	{"transaction", TENANT_SCOPE_TRANSACTION, false},
+	{NULL, 0, false}
+};
+
 void		_PG_init(void);
 
 /*
@@ -116,6 +123,23 @@ _PG_init(void)
 							   PGC_USERSET,
 							   0,
 							   NULL, NULL, NULL);
+
+	/*
+	 * Behind a pooler in transaction mode a value of convctx.tenant left by
+	 * one client's SET would serve the next client of the connection. With
+	 * "transaction", a role that acts for any tenant must name it in every
+	 * transaction (tenancy.c). Only superusers set it (ALTER ROLE ... SET),
+	 * so an app cannot switch the guard off.
+	 */
+	DefineCustomEnumVariable("convctx.tenant_scope",
+							 "How long a value of convctx.tenant counts for roles that act for any tenant.",
+							 "\"transaction\": only in the transaction that set it (SET LOCAL, convctx.use_tenant); for transaction pooling.",
+							 &convctx_tenant_scope,
+							 TENANT_SCOPE_SESSION,
+							 tenant_scope_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("convctx.max_active_nodes",
 							"Most node ids a conversation context keeps; the least recently referenced go first.",

@@ -28,6 +28,7 @@
 
 /* Settings (convctx.c) */
 extern char *convctx_tenant;
+extern int	convctx_tenant_scope;
 extern int	convctx_max_active_nodes;
 extern int	convctx_max_session_turns;
 extern int	convctx_max_text_bytes;
@@ -40,6 +41,13 @@ extern int	convctx_turn_retention;
 extern int	convctx_context_ttl;
 extern int	convctx_audit_retention;
 extern int	convctx_summary_threshold;
+
+/* Values of convctx.tenant_scope: how long a convctx.tenant value counts. */
+typedef enum TenantScope
+{
+	TENANT_SCOPE_SESSION,		/* until changed: the PostgreSQL default */
+	TENANT_SCOPE_TRANSACTION	/* only in the transaction that set it */
+} TenantScope;
 
 /* SQLSTATE of a refused link of a session to a second identity. */
 #define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')

@@ -14,6 +14,10 @@
  *	  convctx.tenant naming another one is an error, never its data;
  *	- or it is bound to every tenant (tenant_id NULL): convctx.tenant names
  *	  the tenant per request (a service role behind a connection pooler).
+ * With convctx.tenant_scope = transaction, a role that acts for any tenant
+ * must also have set convctx.tenant in the current transaction: a value
+ * left on a pooled server connection by an earlier client is refused
+ * (42501), never used. convctx.use_tenant sets it for one transaction.
  * Anyone else gets 42501 from every tenant-scoped function. The session
  * user's binding counts too, so SET ROLE cannot leave a binding behind, and
  * two bindings that disagree are 42501.
@@ -53,6 +57,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc_tables.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -389,9 +394,48 @@ BoundTenant(void)
 }
 
 /*
+ * Whether the current transaction set convctx.tenant. PostgreSQL keeps a
+ * stack entry on a setting from the moment a transaction (or one of its
+ * subtransactions) changes it, by SET, SET LOCAL, set_config() or a
+ * function's SET clause, until that transaction ends; a subtransaction
+ * rolled back takes its entry with it. No entry: the value was committed
+ * by an earlier transaction, on a pooled connection perhaps by another
+ * client. The entry also survives the library being loaded after the SET,
+ * which re-applies the placeholder's stacked values.
+ */
+static bool
+TenantSetInThisTransaction(void)
+{
+	static struct config_generic *tenant_guc = NULL;
+
+	if (tenant_guc == NULL)
+	{
+		struct config_generic **vars;
+		int			n;
+		int			i;
+
+		/* The records themselves never move once defined. */
+#if PG_VERSION_NUM >= 160000
+		vars = get_guc_variables(&n);
+#else
+		vars = get_guc_variables();
+		n = GetNumConfigOptions();
+#endif
+		for (i = 0; i < n && tenant_guc == NULL; i++)
+			if (strcmp(vars[i]->name, "convctx.tenant") == 0)
+				tenant_guc = vars[i];
+		if (tenant_guc == NULL)
+			elog(ERROR, "setting convctx.tenant is not defined");
+	}
+	return tenant_guc->stack != NULL;
+}
+
+/*
  * The tenant of the calling session, as a text datum. For a bound role its
  * binding, and ERROR 42501 if convctx.tenant names another tenant; for a
- * role that may act for any tenant convctx.tenant, else the empty string.
+ * role that may act for any tenant convctx.tenant, else the empty string,
+ * and with convctx.tenant_scope = transaction ERROR 42501 unless this
+ * transaction set it.
  */
 text *
 CurrentTenant(void)
@@ -406,7 +450,15 @@ CurrentTenant(void)
 				errdetail("A tenant id has at most %d bytes.", CONVCTX_MAX_ID_BYTES));
 
 	if (bound == NULL)
+	{
+		if (convctx_tenant_scope == TENANT_SCOPE_TRANSACTION && !TenantSetInThisTransaction())
+			ereport(ERROR,
+					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					errmsg("convctx.tenant was not set in this transaction"),
+					errdetail("With convctx.tenant_scope = transaction, a role that acts for any tenant names the tenant in every transaction; a value left by an earlier transaction is not used."),
+					errhint("Begin each transaction with SELECT convctx.use_tenant('tenant'), or SET LOCAL convctx.tenant."));
 		return cstring_to_text(setting);
+	}
 	if (setting[0] != '\0' && strcmp(setting, bound) != 0)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -429,6 +481,38 @@ Datum
 convctx_current_tenant(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(CurrentTenant());
+}
+
+/*
+ * Set convctx.tenant to tenant until the end of the transaction, as SET
+ * LOCAL does, and return the tenant the caller now acts for: 42501 (and
+ * the transaction is aborted, which undoes the setting) when it may not
+ * act for that tenant. Outside a transaction block the setting would end
+ * with the statement, so that is an error (25P01) rather than a no-op.
+ */
+static text *
+UseTenant(text *tenant)
+{
+	CheckIdLength(VARSIZE_ANY_EXHDR(tenant), "tenant id");
+	if (!IsTransactionBlock())
+		ereport(ERROR,
+				errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				errmsg("convctx.use_tenant() can only be used in transaction blocks"),
+				errdetail("The tenant it sets holds until the end of the transaction."),
+				errhint("Call it right after BEGIN, in the transaction of the request."));
+	(void) set_config_option("convctx.tenant", text_to_cstring(tenant), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+	return CurrentTenant();
+}
+
+PG_FUNCTION_INFO_V1(convctx_use_tenant);
+
+/* use_tenant(tenant text) -> text */
+Datum
+convctx_use_tenant(PG_FUNCTION_ARGS)
+{
+	ArgNotNull(fcinfo, 0, "tenant");
+	PG_RETURN_TEXT_P(UseTenant(PG_GETARG_TEXT_PP(0)));
 }
 
 PG_FUNCTION_INFO_V1(convctx_role_tenant_changed);

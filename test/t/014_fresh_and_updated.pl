@@ -57,7 +57,7 @@ is($roles, 3, 'the fresh install created three roles');
 ok(scalar(@$fresh) > 300, 'and the catalog has its entries (' . scalar(@$fresh) . ')');
 drop_everything('fresh');
 
-foreach my $old ('0.1.0', '0.2.0', '0.3.0')
+foreach my $old ('0.1.0', '0.2.0', '0.3.0', '0.4.0')
 {
 	(my $name = "v$old") =~ s/\./_/g;
 	$node->safe_psql('postgres', "CREATE DATABASE $name");

@@ -1,4 +1,4 @@
-/* convctx--0.4.0.sql: conversation memory for LLM chat backends */
+/* convctx--0.5.0.sql: conversation memory for LLM chat backends */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION convctx" to load this file. \quit
@@ -251,13 +251,23 @@ $audit_role$;
 -- an OID later. tenant_id NULL binds a role to every tenant.
 ------------------------------------------------------------------------------
 
+-- PARALLEL RESTRICTED: with convctx.tenant_scope = transaction the answer
+-- depends on what the leader's transaction set, which a worker cannot see.
 CREATE FUNCTION convctx.current_tenant()
 RETURNS text
 AS 'MODULE_PATHNAME', 'convctx_current_tenant'
-LANGUAGE C STABLE PARALLEL SAFE;
+LANGUAGE C STABLE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION convctx.current_tenant() IS
     'tenant the calling role acts for: its binding (convctx.tenant naming another tenant is an error); for superusers and roles bound to every tenant the setting convctx.tenant, else ''''; any other role: error 42501';
+
+CREATE FUNCTION convctx.use_tenant(tenant text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_use_tenant'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.use_tenant(text) IS
+    'act for tenant until the end of the current transaction (as SET LOCAL convctx.tenant) and return convctx.current_tenant(); only inside a transaction block (25P01), 42501 when the role may not act for it: the way to choose the tenant per request behind a pooler in transaction mode';
 
 -- The column order is the one the update scripts leave (role_id of 0.2.0
 -- dropped): the same table whichever way it was installed.
@@ -1119,6 +1129,7 @@ GRANT USAGE ON SCHEMA convctx TO convctx_app, convctx_admin, convctx_audit;
 
 GRANT EXECUTE ON FUNCTION
     convctx.current_tenant(),
+    convctx.use_tenant(text),
     convctx.context_merge(jsonb, text[], integer),
     convctx.context_load(text),
     convctx.context_save(text, jsonb, text),

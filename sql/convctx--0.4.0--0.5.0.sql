@@ -1,0 +1,25 @@
+/* convctx--0.4.0--0.5.0.sql: apps behind connection poolers */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION convctx UPDATE TO '0.5.0'" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- The tenant per transaction: convctx.use_tenant, and the setting
+-- convctx.tenant_scope (defined by the library) that refuses a value of
+-- convctx.tenant left by an earlier transaction on a pooled connection.
+------------------------------------------------------------------------------
+
+-- With convctx.tenant_scope = transaction the answer depends on what the
+-- leader's transaction set, which a parallel worker cannot see.
+ALTER FUNCTION convctx.current_tenant() PARALLEL RESTRICTED;
+
+CREATE FUNCTION convctx.use_tenant(tenant text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_use_tenant'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION convctx.use_tenant(text) IS
+    'act for tenant until the end of the current transaction (as SET LOCAL convctx.tenant) and return convctx.current_tenant(); only inside a transaction block (25P01), 42501 when the role may not act for it: the way to choose the tenant per request behind a pooler in transaction mode';
+
+REVOKE ALL ON FUNCTION convctx.use_tenant(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION convctx.use_tenant(text) TO convctx_app;
