@@ -57,13 +57,17 @@ build_and_install() {
 }
 
 # in_throwaway_cluster WHAT COMMAND...: run COMMAND as the test user, from
-# the build directory, inside a throwaway cluster made by pg_virtualenv.
+# the build directory, inside a throwaway cluster made by pg_virtualenv
+# (which turns fsync off; CONVCTX_DURABLE=1 turns it on again, for
+# benchmarks that report durable commits).
 # The build is removed when COMMAND succeeds; when it fails it is kept for
 # its logs and diffs, and the script exits non-zero.
 in_throwaway_cluster() {
     local what=$1; shift
     cd "$STAGE"
-    if as_test_user pg_virtualenv -v 15 "$@"; then
+    local opts=()
+    [ "${CONVCTX_DURABLE:-0}" = 1 ] && opts=(-o fsync=on -o synchronous_commit=on)
+    if as_test_user pg_virtualenv -v 15 "${opts[@]}" "$@"; then
         cd / && rm -rf "$STAGE"
     else
         echo "== $what failed; the build and its output are kept in $STAGE"

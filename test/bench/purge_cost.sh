@@ -15,7 +15,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-in_throwaway_cluster "the benchmark" \
+CONVCTX_DURABLE=1 in_throwaway_cluster "the benchmark" \
     env CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-7}" \
         CONVCTX_BENCH_SIZES="${CONVCTX_BENCH_SIZES:-10000 100000 1000000}" \
         CONVCTX_BENCH_HOT_ROUNDS="${CONVCTX_BENCH_HOT_ROUNDS:-5}" \

@@ -4,7 +4,8 @@
 # redact_session, with 0, 10^3, 10^4 and 10^5 tombstones below its live
 # turns, against the same reads of a fresh session measured in the same
 # rounds: install what is missing, build and install convctx, run
-# test/bench/tombstones/run.sh in a throwaway cluster and print the table.
+# test/bench/tombstones/run.sh in a throwaway cluster (fsync and
+# synchronous_commit on) and print the table.
 # Timings are information only: exits non-zero only when the run fails.
 # CONVCTX_BENCH_ROUNDS: interleaved rounds, the median kept (default 7);
 # CONVCTX_BENCH_CALLS: calls of each read per session and round (default 50);
@@ -14,7 +15,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-in_throwaway_cluster "the benchmark" \
+CONVCTX_DURABLE=1 in_throwaway_cluster "the benchmark" \
     env CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-7}" \
         CONVCTX_BENCH_CALLS="${CONVCTX_BENCH_CALLS:-50}" \
         CONVCTX_BENCH_LIVE="${CONVCTX_BENCH_LIVE:-3}" \
