@@ -9,7 +9,7 @@ export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 PACKAGES=(make gcc libc6-dev postgresql-15 postgresql-client-15 postgresql-server-dev-15
-          postgresql-15-cron libipc-run-perl)
+          postgresql-15-cron libipc-run-perl pgbouncer)
 
 # Run a command as root: directly when we are root, else through sudo.
 as_root() {

@@ -1,0 +1,201 @@
+# convctx behind pgbouncer in transaction pooling mode, the set-up of most
+# hosted apps: many clients share a few server connections, one
+# transaction at a time.
+#
+# 1. The unsafe way leaks: a plain SET convctx.tenant by one client stays on
+#    the server connection and the next client of that connection acts for
+#    that tenant (shown with a pool of one connection, so it is certain).
+# 2. convctx.tenant_scope = transaction refuses that leftover value (42501)
+#    and convctx.use_tenant chooses the tenant for one transaction.
+# 3. 16 clients of 8 tenants through a pool of 4 connections, every request
+#    one transaction that chooses its tenant with use_tenant, starts and
+#    finalizes a turn with request ids that repeat (retries) on sessions
+#    whose ids every tenant uses, and reads the history back: no request
+#    ever reads or writes another tenant's turn, and every request id has
+#    exactly one turn.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+my $pgbouncer = $ENV{PGBOUNCER} // '/usr/sbin/pgbouncer';
+plan skip_all => "pgbouncer not found at $pgbouncer (Debian package pgbouncer)"
+  unless -x $pgbouncer;
+my $transactions = $ENV{CONVCTX_POOLED_TRANSACTIONS} // 700;    # per client
+
+my $node = PostgreSQL::Test::Cluster->new('pooled');
+$node->init;
+$node->append_conf('postgresql.conf', "max_connections = 40\n");
+$node->start;
+
+# svc_session: the service role as most apps set it up (bound to every
+# tenant, the default scope); svc: the same with the guard on, as the
+# README recommends for transaction pooling.
+$node->safe_psql('postgres', q{
+    CREATE EXTENSION convctx;
+    CREATE ROLE svc_session LOGIN IN ROLE convctx_app;
+    CREATE ROLE svc LOGIN IN ROLE convctx_app;
+    SELECT convctx.bind_role_all_tenants('svc_session');
+    SELECT convctx.bind_role_all_tenants('svc');
+    ALTER ROLE svc SET convctx.tenant_scope = 'transaction';
+    CREATE DATABASE leak;
+});
+$node->safe_psql('leak', q{
+    CREATE EXTENSION convctx;
+    SELECT convctx.bind_role_all_tenants('svc_session');
+    SELECT convctx.bind_role_all_tenants('svc');
+});
+
+# pgbouncer on loopback, in front of the node's socket: database "one"
+# (database leak) has a pool of one server connection, "app" (postgres) a
+# pool of 4 for 16 clients.
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my ($host, $node_port) = ($node->host, $node->port);
+PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt", qq{"svc_session" ""\n"svc" ""\n});
+PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
+[databases]
+one = host=$host port=$node_port dbname=leak pool_size=1
+app = host=$host port=$node_port dbname=postgres pool_size=4
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+max_client_conn = 100
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+});
+my ($bouncer_out, $bouncer_err) = ('', '');
+my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
+    '>', \$bouncer_out, '2>', \$bouncer_err);
+
+my $psql = $node->config_data('--bindir') . '/psql';
+# One client: a new connection through pgbouncer that sends sql as one
+# query (each statement its own transaction unless sql says BEGIN) and
+# leaves. Returns (exit code, stdout, stderr); errors verbose, with SQLSTATE.
+sub client
+{
+    my ($db, $user, $sql) = @_;
+    my ($out, $err) = ('', '');
+    IPC::Run::run([ $psql, '-X', '-Atq', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose',
+            '-h', '127.0.0.1',
+            '-p', $port, '-U', $user, '-d', $db, '-c', $sql ],
+        '>', \$out, '2>', \$err);
+    chomp $out;
+    return ($? >> 8, $out, $err);
+}
+
+# wait until pgbouncer accepts connections
+my $up = 0;
+for (1 .. 100)
+{
+    my ($rc) = client('one', 'svc_session', 'SELECT 1');
+    if ($rc == 0) { $up = 1; last; }
+    select(undef, undef, undef, 0.1);
+}
+ok($up, 'pgbouncer accepts connections') or BAIL_OUT("pgbouncer did not start: $bouncer_err");
+
+# 1. The leak: client A sets the tenant and leaves; client B, on the same
+#    server connection, never names a tenant and acts for A's.
+my ($rc, $out, $err) = client('one', 'svc_session', q{SET convctx.tenant = 'acme'});
+is($rc, 0, 'client A sets convctx.tenant with a plain SET');
+($rc, $out, $err) = client('one', 'svc_session',
+    q{SELECT convctx.current_tenant() || ' ' || pg_catalog.pg_backend_pid()});
+like($out, qr/^acme \d+$/, "client B, which named no tenant, acts for A's tenant (the leak): '$out'");
+($rc, $out, $err) = client('one', 'svc_session',
+    q{SELECT convctx.start_turn('shared-session', 'b-1', 'question of client B') IS NOT NULL});
+is($out, 't', 'and client B writes a turn');
+is($node->safe_psql('leak',
+        q{SELECT tenant_id FROM convctx.turn WHERE request_id = 'b-1'}),
+    'acme', "into A's tenant");
+client('one', 'svc_session', 'RESET convctx.tenant');
+
+# 2. The guard: the same two clients as role svc (scope "transaction").
+($rc, $out, $err) = client('one', 'svc', q{SET convctx.tenant = 'acme'});
+is($rc, 0, 'client A of svc sets convctx.tenant with a plain SET');
+($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.current_tenant()});
+isnt($rc, 0, 'client B of svc is refused the leftover tenant');
+like($err, qr/convctx\.tenant was not set in this transaction/, 'with the reason');
+($rc, $out, $err) = client('one', 'svc',
+    q{SELECT convctx.start_turn('shared-session', 'b-2', 'question of client B')});
+like($err, qr/ERROR:  42501:/, 'a write is refused with 42501');
+is($node->safe_psql('leak', q{SELECT count(*) FROM convctx.turn WHERE request_id = 'b-2'}),
+    '0', 'and writes nothing');
+($rc, $out, $err) = client('one', 'svc', q{BEGIN;
+SELECT convctx.use_tenant('globex');
+SELECT convctx.current_tenant();
+COMMIT;});
+is($out, "globex\nglobex", 'use_tenant chooses the tenant for the transaction');
+($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.current_tenant()});
+isnt($rc, 0, 'and it does not outlive the transaction');
+($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.use_tenant('globex')});
+like($err, qr/can only be used in transaction blocks/, 'use_tenant outside a transaction block is refused');
+
+# 3. Many clients, few connections.
+my $script = q{
+\set t random(1, 8)
+\set s random(1, 40)
+\set r random(1, 150)
+BEGIN;
+SELECT convctx.use_tenant('tenant-:t');
+SELECT convctx.start_turn('session-:s', 'request-:r', 'question :r of tenant-:t') AS turn \gset
+SELECT convctx.finalize_turn('session-:s', ':turn', 'answer :r of tenant-:t');
+SELECT 1 / (count(*) FILTER (WHERE question_neutral NOT LIKE '% of tenant-:t'
+                                OR answer_neutral NOT LIKE '% of tenant-:t') = 0)::int AS own_tenant_only
+  FROM convctx.recent_turns('session-:s', 50);
+COMMIT;
+};
+PostgreSQL::Test::Utils::append_to_file("$dir/request.sql", $script);
+my $pgbench = $node->config_data('--bindir') . '/pgbench';
+my ($bench_out, $bench_err) = ('', '');
+IPC::Run::run([ $pgbench, '-n', '-c', 16, '-j', 2, '-t', $transactions, '-f', "$dir/request.sql",
+        '-h', '127.0.0.1', '-p', $port, '-U', 'svc', 'app' ],
+    '>', \$bench_out, '2>', \$bench_err);
+my $bench_rc = $? >> 8;
+note "pgbench stdout:\n$bench_out";
+note "pgbench stderr:\n$bench_err" if $bench_err ne '';
+my ($done) = $bench_out =~ /^number of transactions actually processed: (\d+)/m;
+is($bench_rc, 0, 'pgbench through pgbouncer exits 0 (every request read its own tenant only)');
+is($done, 16 * $transactions, "all $done requests of 16 clients ran");
+cmp_ok($done // 0, '>=', 10_000, 'at least 10,000 pooled requests');
+
+# The server really was shared: at most 4 server connections served svc.
+my $q = sub { $node->safe_psql('postgres', shift) };
+my $servers = $q->(q{SELECT count(*) FROM pg_stat_activity WHERE usename = 'svc' AND datname = 'postgres'});
+ok($servers >= 1 && $servers <= 4, "the 16 clients shared $servers server connections (pool of 4)");
+
+is($q->(q{SELECT count(*) FROM convctx.turn
+           WHERE tenant_id LIKE 'tenant-%'
+             AND (question_neutral NOT LIKE '% of ' || tenant_id
+                  OR answer_neutral NOT LIKE '% of ' || tenant_id)}),
+    '0', 'no turn was written into another tenant');
+is($q->(q{SELECT count(*) FROM (SELECT 1 FROM convctx.turn WHERE tenant_id LIKE 'tenant-%'
+           GROUP BY tenant_id, session_id, request_id HAVING count(*) > 1) d}),
+    '0', 'every request id has exactly one turn');
+my $distinct = $q->(q{SELECT count(*) FROM convctx.turn WHERE tenant_id LIKE 'tenant-%'});
+cmp_ok($distinct, '<', $done, "retried request ids were not stored twice ($distinct turns for $done requests)");
+is($q->(q{SELECT count(*) FROM convctx.turn WHERE tenant_id LIKE 'tenant-%' AND finalized_at IS NULL}),
+    '0', 'every turn was finalized');
+is($q->(q{
+    SELECT count(*)
+      FROM convctx.session s
+      JOIN (SELECT tenant_id, session_id, count(*) AS live, max(turn_no) AS last
+              FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+     WHERE s.tenant_id LIKE 'tenant-%'
+       AND (s.live_turns <> t.live OR s.live_answers <> t.live OR s.last_turn_no <> t.last
+            OR t.last <> t.live)}),
+    '0', 'each session numbers its turns 1..n with exact counts');
+is($q->(q{SELECT count(DISTINCT tenant_id) FROM convctx.turn WHERE tenant_id LIKE 'tenant-%'}),
+    '8', 'all 8 tenants wrote');
+
+$bouncer->kill_kill;
+$node->stop;
+unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
+
+done_testing();
