@@ -19,6 +19,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use File::Basename qw(dirname);
 
 my $pgbouncer = $ENV{PGBOUNCER} // '/usr/sbin/pgbouncer';
 plan skip_all => "pgbouncer not found at $pgbouncer (Debian package pgbouncer)"
@@ -31,46 +32,42 @@ $node->append_conf('postgresql.conf', "max_connections = 40\n");
 $node->start;
 
 # svc_session: the service role as most apps set it up (bound to every
-# tenant, the default scope); svc: the same with the guard on, as the
+# tenant, the default scope); chat_service: the same with the guard on, as the
 # README recommends for transaction pooling.
 $node->safe_psql('postgres', q{
     CREATE EXTENSION convctx;
     CREATE ROLE svc_session LOGIN IN ROLE convctx_app;
-    CREATE ROLE svc LOGIN IN ROLE convctx_app;
+    CREATE ROLE chat_service LOGIN IN ROLE convctx_app;
     SELECT convctx.bind_role_all_tenants('svc_session');
-    SELECT convctx.bind_role_all_tenants('svc');
-    ALTER ROLE svc SET convctx.tenant_scope = 'transaction';
+    SELECT convctx.bind_role_all_tenants('chat_service');
+    ALTER ROLE chat_service SET convctx.tenant_scope = 'transaction';
     CREATE DATABASE leak;
 });
 $node->safe_psql('leak', q{
     CREATE EXTENSION convctx;
     SELECT convctx.bind_role_all_tenants('svc_session');
-    SELECT convctx.bind_role_all_tenants('svc');
+    SELECT convctx.bind_role_all_tenants('chat_service');
 });
 
-# pgbouncer on loopback, in front of the node's socket: database "one"
-# (database leak) has a pool of one server connection, "app" (postgres) a
-# pool of 4 for 16 clients.
+# pgbouncer on loopback in front of the node's socket, configured by the
+# example the README points to (examples/pgbouncer/pgbouncer.ini) with this
+# test's host, ports and paths: database "one" (database leak) has a pool
+# of one server connection, "app" (postgres) the example's pool of 4, for
+# 16 clients.
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my ($host, $node_port) = ($node->host, $node->port);
-PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt", qq{"svc_session" ""\n"svc" ""\n});
-PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
-[databases]
-one = host=$host port=$node_port dbname=leak pool_size=1
-app = host=$host port=$node_port dbname=postgres pool_size=4
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-max_client_conn = 100
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-});
+my $example = dirname(__FILE__) . '/../../examples/pgbouncer';
+my $ini = slurp_file("$example/pgbouncer.ini");
+my $pool = qr/^chat = host=\S+ port=\d+ dbname=chat (pool_size=4)$/m;
+like($ini, $pool, 'the example pools database chat with 4 connections in transaction mode')
+  and like($ini, qr/^pool_mode = transaction$/m, 'in transaction mode');
+$ini =~ s/$pool/one = host=$host port=$node_port dbname=leak pool_size=1\napp = host=$host port=$node_port dbname=postgres $1/;
+$ini =~ s/^listen_port = \d+$/listen_port = $port/m;
+$ini =~ s/^(auth_file|logfile|pidfile) = (\S+)$/$1 = $dir\/$2/mg;
+PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", $ini);
+PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
+    slurp_file("$example/userlist.txt") . qq{"svc_session" ""\n});
 my ($bouncer_out, $bouncer_err) = ('', '');
 my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
     '>', \$bouncer_out, '2>', \$bouncer_err);
@@ -116,25 +113,25 @@ is($node->safe_psql('leak',
     'acme', "into A's tenant");
 client('one', 'svc_session', 'RESET convctx.tenant');
 
-# 2. The guard: the same two clients as role svc (scope "transaction").
-($rc, $out, $err) = client('one', 'svc', q{SET convctx.tenant = 'acme'});
-is($rc, 0, 'client A of svc sets convctx.tenant with a plain SET');
-($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.current_tenant()});
-isnt($rc, 0, 'client B of svc is refused the leftover tenant');
+# 2. The guard: the same two clients as role chat_service (scope "transaction").
+($rc, $out, $err) = client('one', 'chat_service', q{SET convctx.tenant = 'acme'});
+is($rc, 0, 'client A of chat_service sets convctx.tenant with a plain SET');
+($rc, $out, $err) = client('one', 'chat_service', q{SELECT convctx.current_tenant()});
+isnt($rc, 0, 'client B of chat_service is refused the leftover tenant');
 like($err, qr/convctx\.tenant was not set in this transaction/, 'with the reason');
-($rc, $out, $err) = client('one', 'svc',
+($rc, $out, $err) = client('one', 'chat_service',
     q{SELECT convctx.start_turn('shared-session', 'b-2', 'question of client B')});
 like($err, qr/ERROR:  42501:/, 'a write is refused with 42501');
 is($node->safe_psql('leak', q{SELECT count(*) FROM convctx.turn WHERE request_id = 'b-2'}),
     '0', 'and writes nothing');
-($rc, $out, $err) = client('one', 'svc', q{BEGIN;
+($rc, $out, $err) = client('one', 'chat_service', q{BEGIN;
 SELECT convctx.use_tenant('globex');
 SELECT convctx.current_tenant();
 COMMIT;});
 is($out, "globex\nglobex", 'use_tenant chooses the tenant for the transaction');
-($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.current_tenant()});
+($rc, $out, $err) = client('one', 'chat_service', q{SELECT convctx.current_tenant()});
 isnt($rc, 0, 'and it does not outlive the transaction');
-($rc, $out, $err) = client('one', 'svc', q{SELECT convctx.use_tenant('globex')});
+($rc, $out, $err) = client('one', 'chat_service', q{SELECT convctx.use_tenant('globex')});
 like($err, qr/can only be used in transaction blocks/, 'use_tenant outside a transaction block is refused');
 
 # 3. Many clients, few connections.
@@ -155,7 +152,7 @@ PostgreSQL::Test::Utils::append_to_file("$dir/request.sql", $script);
 my $pgbench = $node->config_data('--bindir') . '/pgbench';
 my ($bench_out, $bench_err) = ('', '');
 IPC::Run::run([ $pgbench, '-n', '-c', 16, '-j', 2, '-t', $transactions, '-f', "$dir/request.sql",
-        '-h', '127.0.0.1', '-p', $port, '-U', 'svc', 'app' ],
+        '-h', '127.0.0.1', '-p', $port, '-U', 'chat_service', 'app' ],
     '>', \$bench_out, '2>', \$bench_err);
 my $bench_rc = $? >> 8;
 note "pgbench stdout:\n$bench_out";
@@ -165,9 +162,9 @@ is($bench_rc, 0, 'pgbench through pgbouncer exits 0 (every request read its own 
 is($done, 16 * $transactions, "all $done requests of 16 clients ran");
 cmp_ok($done // 0, '>=', 10_000, 'at least 10,000 pooled requests');
 
-# The server really was shared: at most 4 server connections served svc.
+# The server really was shared: at most 4 server connections served chat_service.
 my $q = sub { $node->safe_psql('postgres', shift) };
-my $servers = $q->(q{SELECT count(*) FROM pg_stat_activity WHERE usename = 'svc' AND datname = 'postgres'});
+my $servers = $q->(q{SELECT count(*) FROM pg_stat_activity WHERE usename = 'chat_service' AND datname = 'postgres'});
 ok($servers >= 1 && $servers <= 4, "the 16 clients shared $servers server connections (pool of 4)");
 
 is($q->(q{SELECT count(*) FROM convctx.turn
