@@ -43,6 +43,7 @@ CREATE TABLE fuzz.spec (
 
 INSERT INTO fuzz.spec VALUES
   ('convctx.current_tenant()', '{}', '{54000}'),
+  ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
   ('convctx.context_merge(jsonb,text[],integer)', '{j:ctx,nodes,limit}', '{22023}'),
   ('convctx.context_load(text)', '{sid}', '{22004,22023,54000}'),
   ('convctx.context_save(text,jsonb,text)', '{sid,j:ctx,iid}', '{22004,22023,54000}'),
