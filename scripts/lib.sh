@@ -9,18 +9,27 @@ export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 PACKAGES=(make gcc libc6-dev postgresql-15 postgresql-client-15 postgresql-server-dev-15
-          postgresql-15-cron libipc-run-perl pgbouncer)
+          postgresql-15-cron libipc-run-perl)
+# and for the test suites: the pooler and the Python driver of the client tests
+TEST_PACKAGES=(pgbouncer python3-psycopg)
 
 # Run a command as root: directly when we are root, else through sudo.
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# ensure_packages [test]: PACKAGES, and with "test" TEST_PACKAGES and Node.js
+# with npm (Debian's, unless a node is installed already).
 ensure_packages() {
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
+    local missing=() p wanted=("${PACKAGES[@]}")
+    [ "${1:-}" = test ] && wanted+=("${TEST_PACKAGES[@]}")
+    for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
+    if [ "${1:-}" = test ]; then
+        command -v node >/dev/null || missing+=(nodejs)
+        command -v npm >/dev/null || missing+=(npm)
+    fi
     if [ ${#missing[@]} -gt 0 ]; then
         echo "== installing: ${missing[*]}"
         as_root apt-get update -qq

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set): each suite as its own
 # `make installcheck`, so a failing suite does not hide the next one, then the
-# SQL examples of the documentation (scripts/doc-examples.sh); then the diffs
+# SQL examples of the documentation (scripts/doc-examples.sh) and the client
+# suites (scripts/clients.sh: node-postgres, psycopg); then the diffs
 # and logs of failures, and a final "N passed, N failed" line.
 set -uo pipefail
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -16,11 +17,17 @@ run_suite() {
     echo "== $name"
     if [ "$name" = docs ]; then
         bash scripts/doc-examples.sh 2>&1 | tee "$log"
+    elif [ "$name" = clients ]; then
+        bash scripts/clients.sh 2>&1 | tee "$log"
     else
         make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
     fi
     rc=${PIPESTATUS[0]}
-    if [ "$name" = tap ]; then
+    if [ "$name" = clients ]; then
+        ok=$(sed -n 's/^clients: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$log" | tail -n 1)
+        bad=$(sed -n 's/^clients: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | tail -n 1)
+        ok=${ok:-0}; bad=${bad:-0}
+    elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
         bad=$(grep -cE '^[[:space:]]*not ok [0-9]+' "$log" || true)
     else
@@ -42,6 +49,7 @@ if ls test/t/*.pl >/dev/null 2>&1; then
     run_suite tap REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 fi
 run_suite docs
+run_suite clients
 
 for f in regression.diffs output_iso/regression.diffs; do
     if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi

@@ -7,7 +7,7 @@
 # the last line is the total, "convctx: N passed, N failed".
 source "$(dirname "$0")/lib.sh"
 
-ensure_packages
+ensure_packages test
 build_and_install
 # From here on a failing part must not stop the next one.
 set +e

@@ -1,0 +1,63 @@
+// One chat request with convctx through node-postgres (a pg.Pool).
+// test/clients/node runs this file; copy it into your app.
+'use strict';
+
+// After these the request runs again with the SAME request id: the server may
+// or may not have committed, and convctx makes the rerun safe (start_turn
+// returns the same turn, finalize_turn accepts the same answer again).
+const RETRY_SQLSTATES = new Set(['40001', '40P01', '57P01', '08000', '08003', '08006']);
+const retryable = (err) => RETRY_SQLSTATES.has(err.code) || !err.code;  // no code: connection lost
+
+async function withRetry(fn, attempts = 5) {
+  for (let i = 1; ; i++) {
+    try { return await fn(); } catch (err) {
+      if (i >= attempts || !retryable(err)) throw err;
+    }
+  }
+}
+
+// fn(client) in one transaction that acts for tenant, and only in it: safe
+// behind pgbouncer in transaction mode.
+async function inTenant(pool, tenant, fn) {
+  const client = await pool.connect();
+  const ignore = () => {};  // a lost connection fails the running query; no crash from 'error'
+  client.on('error', ignore);
+  let broken = null;
+  try {
+    await client.query('BEGIN');
+    await client.query({ name: 'convctx_use_tenant', text: 'SELECT convctx.use_tenant($1)', values: [tenant] });
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    broken = err;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.off('error', ignore);
+    client.release(broken && retryable(broken) ? broken : undefined);  // drop a dead connection
+  }
+}
+
+// req: { tenant, sessionId, requestId, question, identityId }; answer(history,
+// question) calls the model and returns the answer text. Returns { turnId,
+// answer, history }; a repeated request returns the stored answer.
+async function handleChat(pool, req, answer, historyTurns = 10) {
+  const { turnId, history } = await withRetry(() => inTenant(pool, req.tenant, async (c) => {
+    const started = await c.query({ name: 'convctx_start_turn',
+      text: 'SELECT convctx.start_turn($1, $2, $3, $4) AS turn_id',
+      values: [req.sessionId, req.requestId, req.question, req.identityId ?? null] });
+    const past = await c.query({ name: 'convctx_recent_turns',
+      text: 'SELECT turn_id, question_neutral, answer_neutral FROM convctx.recent_turns($1, $2)',
+      values: [req.sessionId, historyTurns] });
+    return { turnId: started.rows[0].turn_id, history: past.rows };
+  }));
+  const done = history.find((t) => t.turn_id === turnId);
+  if (done) return { turnId, answer: done.answer_neutral, history: history.filter((t) => t !== done) };
+  const text = await answer(history, req.question);  // outside any transaction
+  await withRetry(() => inTenant(pool, req.tenant, (c) => c.query({ name: 'convctx_finalize_turn',
+    text: 'SELECT convctx.finalize_turn($1, $2, $3)', values: [req.sessionId, turnId, text] })));
+  return { turnId, answer: text, history };
+}
+
+module.exports = { handleChat, inTenant, withRetry };

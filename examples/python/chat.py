@@ -1,0 +1,56 @@
+"""One chat request with convctx through psycopg 3.
+
+test/clients/python runs this file; copy it into your app. connect() returns
+a new psycopg.Connection (autocommit=True; behind pgbouncer before 1.21 also
+prepare_threshold=None).
+"""
+import psycopg
+from psycopg import errors
+
+# After these the request runs again with the SAME request id: the server may
+# or may not have committed, and convctx makes the rerun safe (start_turn
+# returns the same turn, finalize_turn accepts the same answer again).
+RETRYABLE = (psycopg.OperationalError, errors.SerializationFailure, errors.DeadlockDetected)
+
+
+def with_retry(connect, fn, attempts=5):
+    """fn(conn) on a fresh connection, again on a new one after a retryable error."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with connect() as conn:
+                return fn(conn)
+        except RETRYABLE:
+            if attempt == attempts:
+                raise
+
+
+def in_tenant(conn, tenant, fn):
+    """fn(conn) in one transaction that acts for tenant, and only in it."""
+    with conn.transaction():
+        conn.execute("SELECT convctx.use_tenant(%s)", (tenant,))
+        return fn(conn)
+
+
+def handle_chat(connect, req, answer, history_turns=10):
+    """req: dict with tenant, session_id, request_id, question, identity_id
+    (optional); answer(history, question) calls the model. Returns
+    (turn_id, answer, history); a repeated request returns the stored answer."""
+    def start(conn):
+        turn_id = conn.execute(
+            "SELECT convctx.start_turn(%s, %s, %s, %s)",
+            (req["session_id"], req["request_id"], req["question"], req.get("identity_id")),
+        ).fetchone()[0]
+        history = conn.execute(
+            "SELECT turn_id, question_neutral, answer_neutral FROM convctx.recent_turns(%s, %s)",
+            (req["session_id"], history_turns),
+        ).fetchall()
+        return turn_id, history
+
+    turn_id, history = with_retry(connect, lambda c: in_tenant(c, req["tenant"], start))
+    for row in history:
+        if row[0] == turn_id:  # answered before: this is a retry
+            return turn_id, row[2], [r for r in history if r is not row]
+    text = answer(history, req["question"])  # outside any transaction
+    with_retry(connect, lambda c: in_tenant(c, req["tenant"], lambda conn: conn.execute(
+        "SELECT convctx.finalize_turn(%s, %s, %s)", (req["session_id"], turn_id, text))))
+    return turn_id, text, history
