@@ -239,3 +239,14 @@ test('named prepared statements over many calls on one connection', async () => 
     await client.end();
   }
 });
+
+test("the README's JavaScript is the example's code", () => {
+  const fs = require('node:fs');
+  const path = require('node:path');
+  const top = path.join(__dirname, '..', '..', '..');
+  const readme = fs.readFileSync(path.join(top, 'README.md'), 'utf8');
+  const example = fs.readFileSync(path.join(top, 'examples', 'node', 'chat.js'), 'utf8');
+  const blocks = [...readme.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+  assert.ok(blocks.length >= 1, 'the README shows JavaScript');
+  for (const b of blocks) assert.ok(example.includes(b), `not in examples/node/chat.js:\n${b}`);
+});

@@ -260,5 +260,18 @@ class PreparedStatements(unittest.TestCase):
                 self.assertRegex(statements, re.escape(f"convctx.{fn}("))
 
 
+class ReadmeExcerpt(unittest.TestCase):
+    def test_the_readme_python_is_the_example_code(self):
+        top = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+        with open(os.path.join(top, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        with open(os.path.join(top, "examples", "python", "chat.py"), encoding="utf-8") as f:
+            example = f.read()
+        blocks = re.findall(r"^```python\n(.*?)^```$", readme, re.M | re.S)
+        self.assertGreaterEqual(len(blocks), 1, "the README shows Python")
+        for b in blocks:
+            self.assertIn(b, example)
+
+
 if __name__ == "__main__":
     unittest.main()
