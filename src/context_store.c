@@ -136,6 +136,72 @@ CheckNodeIdArray(ArrayType *ids)
 	}
 }
 
+/*
+ * The stored context of the tenant's conversation, copied out of SPI, or
+ * NULL when there is none.
+ */
+static Jsonb *
+ContextLoad(text *tenant, text *conversation_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id)};
+	Datum		result = (Datum) 0;
+	bool		isnull = true;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&context_load_plan, CONTEXT_LOAD_SQL, 2, argtypes),
+			   values, NULL, true, 1, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		result = SpiFirstDatumCopy(1, &isnull);
+	SPI_finish();
+	return isnull ? NULL : DatumGetJsonbP(result);
+}
+
+/*
+ * Store ctx (already checked) as the conversation's full snapshot, after
+ * locking (or creating) its session row.
+ */
+static void
+ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
+	PointerGetDatum(ctx), PointerGetDatum(user_id)};
+	char		nulls[4] = {' ', ' ', ' ', user_id ? ' ' : 'n'};
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 4, argtypes),
+			   values, nulls, false, 0, SPI_OK_INSERT);
+	SPI_finish();
+}
+
+/*
+ * Merge ids (checked; NULL merges nothing) into the conversation's stored
+ * context, or a new one, in one statement after locking (or creating) its
+ * session row, and return the merged context.
+ */
+static Datum
+ContextAdd(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
+{
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4OID};
+	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
+		PointerGetDatum(ids), PointerGetDatum(user_id), Int32GetDatum(convctx_max_active_nodes)};
+	char		nulls[5] = {' ', ' ', ids ? ' ' : 'n', user_id ? ' ' : 'n', ' '};
+	Datum		result;
+	bool		isnull;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&context_add_plan, CONTEXT_ADD_SQL, 5, argtypes),
+			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed != 1)
+		elog(ERROR, "context_add affected " UINT64_FORMAT " rows", SPI_processed);
+	result = SpiFirstDatumCopy(1, &isnull);
+	/* After the merge, which only the statement sees: the error rolls it back. */
+	CheckContextSize(result);
+	SPI_finish();
+	return result;
+}
+
 PG_FUNCTION_INFO_V1(convctx_context_load);
 
 /*
@@ -146,25 +212,11 @@ Datum
 convctx_context_load(PG_FUNCTION_ARGS)
 {
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
-	SPIPlanPtr	plan;
-	Datum		result = (Datum) 0;
-	bool		isnull = true;
+	Jsonb	   *ctx = ContextLoad(CurrentTenant(), conversation_id);
 
-	values[0] = PointerGetDatum(CurrentTenant());
-	values[1] = PointerGetDatum(conversation_id);
-
-	SPI_connect();
-	plan = SpiKeptPlan(&context_load_plan, CONTEXT_LOAD_SQL, 2, argtypes);
-	SpiRunPlan(plan, values, NULL, true, 1, SPI_OK_SELECT);
-	if (SPI_processed > 0)
-		result = SpiFirstDatumCopy(1, &isnull);
-	SPI_finish();
-
-	if (isnull)
+	if (ctx == NULL)
 		PG_RETURN_NULL();
-	PG_RETURN_DATUM(result);
+	PG_RETURN_JSONB_P(ctx);
 }
 
 PG_FUNCTION_INFO_V1(convctx_context_save);
@@ -180,10 +232,6 @@ convctx_context_save(PG_FUNCTION_ARGS)
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
 	text	   *user_id = ArgOptionalId(fcinfo, 2, "user_id");
 	Jsonb	   *ctx;
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
-	SPIPlanPtr	plan;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -195,18 +243,7 @@ convctx_context_save(PG_FUNCTION_ARGS)
 	ContextCheckShape(ctx);
 	CheckContextNodeIds(ctx);
 
-	values[0] = PointerGetDatum(CurrentTenant());
-	values[1] = PointerGetDatum(conversation_id);
-	values[2] = PointerGetDatum(ctx);
-	values[3] = PointerGetDatum(user_id);
-	if (user_id == NULL)
-		nulls[3] = 'n';
-
-	SPI_connect();
-	plan = SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 4, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT);
-	SPI_finish();
-
+	ContextSave(CurrentTenant(), conversation_id, ctx, user_id);
 	PG_RETURN_VOID();
 }
 
@@ -223,46 +260,16 @@ convctx_context_add(PG_FUNCTION_ARGS)
 	CONVCTX_WRITER(context_add);
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
 	text	   *user_id = ArgOptionalId(fcinfo, 2, "user_id");
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4OID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
-	SPIPlanPtr	plan;
-	Datum		result;
-	bool		isnull;
+	ArrayType  *ids = PG_ARGISNULL(1) ? NULL : PG_GETARG_ARRAYTYPE_P(1);
 
-	values[0] = PointerGetDatum(CurrentTenant());
-	values[1] = PointerGetDatum(conversation_id);
-	if (PG_ARGISNULL(1))
+	/* Checked here so the error does not come from inside the statement. */
+	if (ids != NULL)
 	{
-		values[2] = (Datum) 0;
-		nulls[2] = 'n';
-	}
-	else
-	{
-		ArrayType  *ids = PG_GETARG_ARRAYTYPE_P(1);
-
-		/* Checked here so the error does not come from inside the statement. */
 		if (ARR_NDIM(ids) > 1)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("node ids must be a one-dimensional array"));
 		CheckNodeIdArray(ids);
-		values[2] = PointerGetDatum(ids);
 	}
-	values[3] = PointerGetDatum(user_id);
-	if (user_id == NULL)
-		nulls[3] = 'n';
-	values[4] = Int32GetDatum(convctx_max_active_nodes);
-
-	SPI_connect();
-	plan = SpiKeptPlan(&context_add_plan, CONTEXT_ADD_SQL, 5, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
-	if (SPI_processed != 1)
-		elog(ERROR, "context_add affected " UINT64_FORMAT " rows", SPI_processed);
-	result = SpiFirstDatumCopy(1, &isnull);
-	/* After the merge, which only the statement sees: the error rolls it back. */
-	CheckContextSize(result);
-	SPI_finish();
-
-	PG_RETURN_DATUM(result);
+	PG_RETURN_DATUM(ContextAdd(CurrentTenant(), conversation_id, ids, user_id));
 }
