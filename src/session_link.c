@@ -122,6 +122,26 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 			   false, 0, SPI_OK_UPDATE);
 }
 
+/*
+ * Link session_id to identity_id as link_session does: create or lock the
+ * session row (counting the call as activity), then SessionLinkLocked.
+ */
+static void
+LinkSession(text *tenant, text *session_id, text *identity_id, bool backfill)
+{
+	text	   *current_identity;
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	SpiRunSessionPlan(&session_touch_plan, SESSION_TOUCH_SQL, tenant, session_id,
+					  false, 0, SPI_OK_INSERT_RETURNING);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	current_identity = isnull ? NULL : DatumGetTextPP(d);
+	SessionLinkLocked(tenant, session_id, current_identity, identity_id, backfill);
+	SPI_finish();
+}
+
 PG_FUNCTION_INFO_V1(convctx_link_session);
 
 /*
@@ -134,18 +154,7 @@ convctx_link_session(PG_FUNCTION_ARGS)
 	text	   *identity_id = ArgRequiredId(fcinfo, 0, "identity_id");
 	text	   *session_id = ArgRequiredId(fcinfo, 1, "session_id");
 	bool		backfill = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
-	text	   *tenant = CurrentTenant();
-	text	   *current_identity;
-	bool		isnull;
-	Datum		d;
 
-	SPI_connect();
-	SpiRunSessionPlan(&session_touch_plan, SESSION_TOUCH_SQL, tenant, session_id,
-					  false, 0, SPI_OK_INSERT_RETURNING);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	current_identity = isnull ? NULL : DatumGetTextPP(d);
-	SessionLinkLocked(tenant, session_id, current_identity, identity_id, backfill);
-	SPI_finish();
-
+	LinkSession(CurrentTenant(), session_id, identity_id, backfill);
 	PG_RETURN_VOID();
 }

@@ -726,27 +726,55 @@ CountFinalized(Datum *values)
 	}
 }
 
+/* An answer, as finalize_turn and replace_turn take it. */
+typedef struct TurnAnswer
+{
+	text	   *session_id;
+	pg_uuid_t  *turn_id;
+	text	   *answer_neutral;
+	text	   *answer_translated;	/* NULL when not given */
+	Jsonb	   *metadata;		/* the allowlisted meta, NULL when none */
+} TurnAnswer;
+
+/*
+ * The arguments finalize_turn and replace_turn share: session_id, turn_id,
+ * answer_neutral, answer_translated (0 to 3) and meta (meta_argno).
+ */
+static TurnAnswer
+ArgTurnAnswer(FunctionCallInfo fcinfo, int meta_argno)
+{
+	TurnAnswer	a;
+	Jsonb	   *meta;
+
+	a.session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	a.turn_id = ArgTurnId(fcinfo, 1);
+	a.answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
+	a.answer_translated = ArgOptionalText(fcinfo, 3, "answer_translated");
+	meta = ArgOptionalObject(fcinfo, meta_argno, "meta");
+	a.metadata = meta ? MetadataFilter(meta, false) : NULL;
+	return a;
+}
+
 /*
  * Store the answer of an open turn; a repeat that changes nothing is
  * accepted, anything else explained (TurnStateCheck). fallback is NULL
  * when not given.
  */
 static void
-FinalizeTurn(text *tenant, text *session_id, pg_uuid_t *turn_id, text *answer_neutral,
-			 text *answer_translated, bool *fallback, Jsonb *metadata)
+FinalizeTurn(text *tenant, TurnAnswer *a, bool *fallback)
 {
 	Datum		values[7];
 	char		nulls[7];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = UUIDPGetDatum(turn_id);
-	values[3] = PointerGetDatum(answer_neutral);
-	values[4] = PlanArg(answer_translated, &nulls[4]);
+	values[1] = PointerGetDatum(a->session_id);
+	values[2] = UUIDPGetDatum(a->turn_id);
+	values[3] = PointerGetDatum(a->answer_neutral);
+	values[4] = PlanArg(a->answer_translated, &nulls[4]);
 	values[5] = fallback ? BoolGetDatum(*fallback) : (Datum) 0;
 	nulls[5] = fallback ? ' ' : 'n';
-	values[6] = PlanArg(metadata, &nulls[6]);
+	values[6] = PlanArg(a->metadata, &nulls[6]);
 
 	SPI_connect();
 	if (RunFinalize(values, nulls))
@@ -754,11 +782,55 @@ FinalizeTurn(text *tenant, text *session_id, pg_uuid_t *turn_id, text *answer_ne
 	else
 	{
 		/* Give back the answer counted in vain (nothing when no session). */
-		(void) CountAnswer(tenant, session_id, -1);
+		(void) CountAnswer(tenant, a->session_id, -1);
 		/* Not open, not in the session, or a repeat: explain, or accept the repeat. */
-		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, false);
+		TurnStateCheck(tenant, a->session_id, a->turn_id, a->answer_neutral,
+					   a->answer_translated, false);
 	}
 	SPI_finish();
+}
+
+/*
+ * Store a new current version of a finalized turn with the corrected
+ * answer and return its id; anything but a finalized current version is
+ * explained (TurnStateCheck).
+ */
+static pg_uuid_t *
+ReplaceTurn(text *tenant, TurnAnswer *a)
+{
+	pg_uuid_t  *new_id = NewTurnId();
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID};
+	Datum		values[7];
+	char		nulls[7];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(a->session_id);
+	values[2] = UUIDPGetDatum(a->turn_id);
+	values[3] = UUIDPGetDatum(new_id);
+	values[4] = PointerGetDatum(a->answer_neutral);
+	values[5] = PlanArg(a->answer_translated, &nulls[5]);
+	values[6] = PlanArg(a->metadata, &nulls[6]);
+
+	SPI_connect();
+	/* Serialized with redaction, which must see every version it clears. */
+	(void) SessionLock(tenant, a->session_id);
+	SpiRunPlan(SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes),
+			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed == 0)
+		TurnStateCheck(tenant, a->session_id, a->turn_id, a->answer_neutral,
+					   a->answer_translated, true);
+	else
+	{
+		bool		unmerged;
+		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &unmerged);
+
+		/* The merge happened in the statement: its error rolls it back. */
+		if (!unmerged)
+			CheckMetadataSize(merged);
+	}
+	SPI_finish();
+	return new_id;
 }
 
 PG_FUNCTION_INFO_V1(convctx_finalize_turn);
@@ -771,17 +843,10 @@ Datum
 convctx_finalize_turn(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(finalize_turn);
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
-	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
-	text	   *answer_translated = ArgOptionalText(fcinfo, 3, "answer_translated");
-	Jsonb	   *meta = ArgOptionalObject(fcinfo, 5, "meta");
-	Jsonb	   *metadata = meta ? MetadataFilter(meta, false) : NULL;
-	text	   *tenant = CurrentTenant();
+	TurnAnswer	answer = ArgTurnAnswer(fcinfo, 5);
 	bool		fallback = PG_ARGISNULL(4) ? false : PG_GETARG_BOOL(4);
 
-	FinalizeTurn(tenant, session_id, turn_id, answer_neutral, answer_translated,
-				 PG_ARGISNULL(4) ? NULL : &fallback, metadata);
+	FinalizeTurn(CurrentTenant(), &answer, PG_ARGISNULL(4) ? NULL : &fallback);
 	PG_RETURN_VOID();
 }
 
@@ -795,45 +860,7 @@ Datum
 convctx_replace_turn(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(replace_turn);
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
-	text	   *answer_neutral = ArgRequiredText(fcinfo, 2, "answer_neutral");
-	text	   *answer_translated = ArgOptionalText(fcinfo, 3, "answer_translated");
-	Jsonb	   *meta = ArgOptionalObject(fcinfo, 4, "meta");
-	Jsonb	   *metadata = meta ? MetadataFilter(meta, false) : NULL;
-	text	   *tenant = CurrentTenant();
-	pg_uuid_t  *new_id = NewTurnId();
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID};
-	Datum		values[7];
-	char		nulls[7];
-	SPIPlanPtr	plan;
+	TurnAnswer	answer = ArgTurnAnswer(fcinfo, 4);
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = UUIDPGetDatum(turn_id);
-	values[3] = UUIDPGetDatum(new_id);
-	values[4] = PointerGetDatum(answer_neutral);
-	values[5] = PlanArg(answer_translated, &nulls[5]);
-	values[6] = PlanArg(metadata, &nulls[6]);
-
-	SPI_connect();
-	/* Serialized with redaction, which must see every version it clears. */
-	(void) SessionLock(tenant, session_id);
-	plan = SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes);
-	SpiRunPlan(plan, values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
-	if (SPI_processed == 0)
-		TurnStateCheck(tenant, session_id, turn_id, answer_neutral, answer_translated, true);
-	else
-	{
-		bool		unmerged;
-		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &unmerged);
-
-		/* The merge happened in the statement: its error rolls it back. */
-		if (!unmerged)
-			CheckMetadataSize(merged);
-	}
-	SPI_finish();
-
-	PG_RETURN_UUID_P(new_id);
+	PG_RETURN_UUID_P(ReplaceTurn(CurrentTenant(), &answer));
 }
