@@ -90,7 +90,7 @@ static SPIPlanPtr context_add_plan = NULL;
 static void
 CheckContextSize(Datum ctx)
 {
-	CheckMaxTextBytes(toast_raw_datum_size(ctx) - VARHDRSZ, "context is too large", "It");
+	CheckMaxTextBytes(toast_raw_datum_size(ctx) - VARHDRSZ, "context is too large", "It has");
 }
 
 /* 54000 when a node id of a context object (shape already checked) is too long. */

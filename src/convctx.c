@@ -354,19 +354,20 @@ ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
- * 54000 when len bytes (a text, a context, a turn's merged metadata) exceed
- * convctx.max_text_bytes: the one place that compares with the limit. msg is
- * the whole errmsg; subject starts the detail ("It", or what was measured).
+ * 54000 when len bytes (a text, a context, a turn's merged metadata, a
+ * clarification, chunks) exceed convctx.max_text_bytes: the one place that
+ * compares with the limit. msg is the whole errmsg; subject_has starts the
+ * detail ("It has", "They have", or what was measured with its verb).
  */
 void
-CheckMaxTextBytes(Size len, const char *msg, const char *subject)
+CheckMaxTextBytes(Size len, const char *msg, const char *subject_has)
 {
 	if (len > (Size) convctx_max_text_bytes)
 		ereport(ERROR,
 				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				errmsg("%s", msg),
-				errdetail("%s has %zu bytes; convctx.max_text_bytes allows %d.",
-						  subject, len, convctx_max_text_bytes));
+				errdetail("%s %zu bytes; convctx.max_text_bytes allows %d.",
+						  subject_has, len, convctx_max_text_bytes));
 }
 
 void
@@ -375,7 +376,7 @@ CheckTextSize(text *t, const char *what)
 	Size		len = VARSIZE_ANY_EXHDR(t);
 
 	if (len > (Size) convctx_max_text_bytes)
-		CheckMaxTextBytes(len, psprintf("%s is too long", what), "It");
+		CheckMaxTextBytes(len, psprintf("%s is too long", what), "It has");
 }
 
 /*

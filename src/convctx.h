@@ -67,7 +67,7 @@ extern text *ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *wha
 extern text *ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
-extern void CheckMaxTextBytes(Size len, const char *msg, const char *subject);
+extern void CheckMaxTextBytes(Size len, const char *msg, const char *subject_has);
 extern void CheckTextSize(text *t, const char *what);
 extern void CheckIdLength(int len, const char *what);
 

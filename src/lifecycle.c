@@ -429,22 +429,21 @@ ErasedIdentity(text *identity_id)
 												 VARSIZE_ANY_EXHDR(identity_id))));
 }
 
-PG_FUNCTION_INFO_V1(convctx_redact_turn);
-
 /*
- * redact_turn(session_id, turn_id) -> boolean
+ * Tombstone every version of a turn of the session under the redaction
+ * lock, forget what the prompt functions recorded for it, and audit the
+ * call; false when it was redacted already. P0002 when the session has no
+ * such turn.
  */
-Datum
-convctx_redact_turn(PG_FUNCTION_ARGS)
+static bool
+RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 {
-	CONVCTX_WRITER(redact_turn);
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
-	text	   *tenant = CurrentTenant();
 	Oid			argtypes[4] = {TEXTOID, TEXTOID, UUIDOID, INT8OID};
 	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	UUIDPGetDatum(turn_id), (Datum) 0};
 	int64		versions;
+	JsonbParseState *details = NULL;
+	char	   *id = UuidString(turn_id);
 
 	SPI_connect();
 	values[3] = Int64GetDatum(RedactionLock(tenant, session_id));
@@ -466,20 +465,61 @@ convctx_redact_turn(PG_FUNCTION_ARGS)
 		if (SPI_processed == 0)
 			ReportTurnNotFound(turn_id, session_id);
 	}
-	{
-		JsonbParseState *details = NULL;
-		char	   *id = UuidString(turn_id);
-
-		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
-		JsonbPushKey(&details, "turn_id");
-		JsonbPushString(&details, WJB_VALUE, id, strlen(id));
-		JsonbPushKey(&details, "versions");
-		JsonbPushInt(&details, WJB_VALUE, versions);
-		AuditWrite(tenant, "redact_turn", session_id, NULL, JsonbEndObjectText(&details));
-	}
+	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&details, "turn_id");
+	JsonbPushString(&details, WJB_VALUE, id, strlen(id));
+	JsonbPushKey(&details, "versions");
+	JsonbPushInt(&details, WJB_VALUE, versions);
+	AuditWrite(tenant, "redact_turn", session_id, NULL, JsonbEndObjectText(&details));
 	SPI_finish();
+	return versions > 0;
+}
 
-	PG_RETURN_BOOL(versions > 0);
+/*
+ * Tombstone every turn of the session under the redaction lock, forget
+ * what the prompt functions recorded, audit the call, and return how many
+ * turns were redacted (0 for a session that does not exist).
+ */
+static int64
+RedactSession(text *tenant, text *session_id)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), (Datum) 0};
+	int64		turns = 0;
+	int64		generation;
+	JsonbParseState *details = NULL;
+
+	SPI_connect();
+	generation = RedactionLock(tenant, session_id);
+	if (generation > 0)
+	{
+		values[2] = Int64GetDatum(generation);
+		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_SELECT);
+		turns = SpiFirstInt8();
+		PromptForget(tenant, session_id, 0);
+	}
+	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
+	JsonbPushKey(&details, "turns");
+	JsonbPushInt(&details, WJB_VALUE, turns);
+	AuditWrite(tenant, "redact_session", session_id, NULL, JsonbEndObjectText(&details));
+	SPI_finish();
+	return turns;
+}
+
+PG_FUNCTION_INFO_V1(convctx_redact_turn);
+
+/*
+ * redact_turn(session_id, turn_id) -> boolean
+ */
+Datum
+convctx_redact_turn(PG_FUNCTION_ARGS)
+{
+	CONVCTX_WRITER(redact_turn);
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	pg_uuid_t  *turn_id = ArgTurnId(fcinfo, 1);
+
+	PG_RETURN_BOOL(RedactTurn(CurrentTenant(), session_id, turn_id));
 }
 
 PG_FUNCTION_INFO_V1(convctx_redact_session);
@@ -492,33 +532,8 @@ convctx_redact_session(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(redact_session);
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	text	   *tenant = CurrentTenant();
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), (Datum) 0};
-	int64		turns = 0;
-	int64		generation;
 
-	SPI_connect();
-	generation = RedactionLock(tenant, session_id);
-	if (generation > 0)
-	{
-		values[2] = Int64GetDatum(generation);
-		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),
-				   values, NULL, false, 0, SPI_OK_SELECT);
-		turns = SpiFirstInt8();
-		PromptForget(tenant, session_id, 0);
-	}
-	{
-		JsonbParseState *details = NULL;
-
-		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
-		JsonbPushKey(&details, "turns");
-		JsonbPushInt(&details, WJB_VALUE, turns);
-		AuditWrite(tenant, "redact_session", session_id, NULL, JsonbEndObjectText(&details));
-	}
-	SPI_finish();
-
-	PG_RETURN_INT64(turns);
+	PG_RETURN_INT64(RedactSession(CurrentTenant(), session_id));
 }
 
 /* Order of session ids (COLLATE "C": bytes, then length). */
@@ -1154,23 +1169,20 @@ PurgeTenantCmp(const void *a, const void *b)
 	return strcmp((*(PurgeTenant *const *) a)->tenant, (*(PurgeTenant *const *) b)->tenant);
 }
 
-PG_FUNCTION_INFO_V1(convctx_purge);
-
 /*
- * purge(batch_size) -> jsonb counts. A role bound to a tenant purges that
- * tenant only, and its purge is one audit row of that tenant when it
- * deleted something. A role that serves every tenant purges them all, and
- * each tenant touched gets an audit row of its own with its own counts
- * (untouched tenants none), so no tenant's log shows another tenant's
- * numbers. A pass that deleted nothing writes no row: purge_all ends with
- * such a pass, and the pg_cron job runs every few minutes.
+ * One retention pass for tenant (NULL: every tenant) with its audit rows,
+ * and the counts of all it deleted, as JSON text allocated in the caller's
+ * memory context. A role bound to a tenant purges that tenant only, and its
+ * purge is one audit row of that tenant when it deleted something. A role
+ * that serves every tenant purges them all, and each tenant touched gets an
+ * audit row of its own with its own counts (untouched tenants none), so no
+ * tenant's log shows another tenant's numbers. A pass that deleted nothing
+ * writes no row: purge_all ends with such a pass, and the pg_cron job runs
+ * every few minutes.
  */
-Datum
-convctx_purge(PG_FUNCTION_ARGS)
+static char *
+PurgeAndAudit(int32 batch, text *tenant)
 {
-	CONVCTX_WRITER(purge);
-	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
-	const char *bound = BoundTenant();
 	HTAB	   *tenants = PurgeTenantsCreate();
 	PurgeCounts counts = {0, 0, 0, 0, 0};
 	PurgeTenant **touched;
@@ -1178,8 +1190,6 @@ convctx_purge(PG_FUNCTION_ARGS)
 	HASH_SEQ_STATUS seq;
 	long		n = 0;
 	long		i;
-	char	   *json;
-	text	   *tenant = bound ? CurrentTenant() : NULL;	/* checks convctx.tenant too */
 
 	SPI_connect();
 	PurgePass(batch, tenant, tenants);
@@ -1212,7 +1222,24 @@ convctx_purge(PG_FUNCTION_ARGS)
 	SPI_finish();
 
 	/* Made again: what was allocated under SPI went with SPI_finish. */
-	json = PurgeCountsJson(&counts);
+	return PurgeCountsJson(&counts);
+}
+
+PG_FUNCTION_INFO_V1(convctx_purge);
+
+/*
+ * purge(batch_size) -> jsonb counts of what one retention pass deleted
+ * (PurgeAndAudit).
+ */
+Datum
+convctx_purge(PG_FUNCTION_ARGS)
+{
+	CONVCTX_WRITER(purge);
+	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
+	const char *bound = BoundTenant();
+	text	   *tenant = bound ? CurrentTenant() : NULL;	/* checks convctx.tenant too */
+	char	   *json = PurgeAndAudit(batch, tenant);
+
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 }
 
@@ -1247,32 +1274,22 @@ PurgeReadCommitted(void)
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 }
 
-PG_FUNCTION_INFO_V1(convctx_purge_all);
-
 /*
- * CALL purge_all(batch_size): purge until nothing is left, committing
- * after each pass when called outside a transaction block; each pass then
- * runs at read committed whatever the default isolation level.
+ * Run purge passes (PURGE_PASS_SQL) until one deletes nothing; returns
+ * how many ran. nonatomic (a CALL outside a transaction block): commit
+ * after each pass, and run every pass in a transaction of its own at read
+ * committed (PurgeReadCommitted), the first one too: the CALL's
+ * transaction, begun at the default level, ends here.
  */
-Datum
-convctx_purge_all(PG_FUNCTION_ARGS)
+static int64
+PurgeUntilDone(int32 batch, bool nonatomic)
 {
-	CONVCTX_WRITER(purge_all);
-	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
-	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
-		!castNode(CallContext, fcinfo->context)->atomic;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(batch)};
 	int64		passes = 0;
 	int64		deleted;
 
 	SPI_connect_ext(nonatomic ? SPI_OPT_NONATOMIC : 0);
-
-	/*
-	 * Outside a transaction block every pass gets a transaction of its own
-	 * at read committed (PurgeReadCommitted), this first one too: the CALL's
-	 * transaction, begun at the default level, ends here.
-	 */
 	if (nonatomic)
 	{
 		SPI_commit();
@@ -1301,6 +1318,24 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 	} while (deleted > 0);
 	SPI_finish();
+	return passes;
+}
+
+PG_FUNCTION_INFO_V1(convctx_purge_all);
+
+/*
+ * CALL purge_all(batch_size): purge until nothing is left, committing
+ * after each pass when called outside a transaction block; each pass then
+ * runs at read committed whatever the default isolation level.
+ */
+Datum
+convctx_purge_all(PG_FUNCTION_ARGS)
+{
+	CONVCTX_WRITER(purge_all);
+	int32		batch = ArgLimit(fcinfo, 0, "batch_size");
+	bool		nonatomic = fcinfo->context != NULL && IsA(fcinfo->context, CallContext) &&
+		!castNode(CallContext, fcinfo->context)->atomic;
+	int64		passes = PurgeUntilDone(batch, nonatomic);
 
 	ereport(DEBUG1, errmsg_internal("purge_all: %lld passes", (long long) passes));
 	PG_RETURN_VOID();

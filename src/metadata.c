@@ -94,7 +94,7 @@ void
 CheckMetadataSize(Datum merged)
 {
 	CheckMaxTextBytes(toast_raw_datum_size(merged) - VARHDRSZ, "metadata is too long",
-					  "The turn's metadata merged with the new one");
+					  "The turn's metadata merged with the new one has");
 }
 
 /*
@@ -204,11 +204,7 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 		return NULL;
 
 	out = JsonbValueToJsonb(result);
-	if (VARSIZE(out) - VARHDRSZ > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("metadata is too long"),
-				errdetail("The allowlisted metadata has %zu bytes; convctx.max_text_bytes allows %d.",
-						  (Size) (VARSIZE(out) - VARHDRSZ), convctx_max_text_bytes));
+	CheckMaxTextBytes(VARSIZE(out) - VARHDRSZ, "metadata is too long",
+					  "The allowlisted metadata has");
 	return out;
 }

@@ -194,17 +194,6 @@ CheckCitations(Jsonb *citations)
 	return unresolved;
 }
 
-/* Refuse a stored array of more than convctx.max_text_bytes. */
-static void
-CheckStoredSize(Jsonb *arr, const char *message, const char *detail)
-{
-	if (VARSIZE(arr) - VARHDRSZ > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("%s", message),
-				errdetail(detail, (Size) (VARSIZE(arr) - VARHDRSZ), convctx_max_text_bytes));
-}
-
 /*
  * Add to map the chunks and citations that the session's turns before
  * turn_no recorded, the newest turn first. SPI must be connected.
@@ -268,8 +257,8 @@ ResolveCitations(idmap_hash *map, Jsonb *citations)
 	}
 	resolved = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
 	/* Resolved: a few references to large earlier chunks can make it grow. */
-	CheckStoredSize(resolved, "citations are too large",
-					"With every reference resolved to its chunk they have %zu bytes; convctx.max_text_bytes allows %d.");
+	CheckMaxTextBytes(VARSIZE(resolved) - VARHDRSZ, "citations are too large",
+					  "With every reference resolved to its chunk they have");
 	return resolved;
 }
 
@@ -289,8 +278,7 @@ RecordRetrieval(text *tenant, text *session_id, pg_uuid_t *turn_id,
 	Jsonb	   *resolved;
 
 	CheckChunkArray(chunks, "chunks");
-	CheckStoredSize(chunks, "chunks are too large",
-					"They have %zu bytes; convctx.max_text_bytes allows %d.");
+	CheckMaxTextBytes(VARSIZE(chunks) - VARHDRSZ, "chunks are too large", "They have");
 	unresolved = CheckCitations(citations);
 
 	/* Ids of this turn's chunks, then (when needed) of earlier turns. */

@@ -90,6 +90,30 @@ ArgObject(FunctionCallInfo fcinfo, int argno, const char *what, bool required)
 	return ArgOptionalObject(fcinfo, argno, what);
 }
 
+/*
+ * Store the clarification of a live turn of the session (checked), under
+ * the session's lock.
+ */
+static void
+StoreClarification(text *tenant, text *session_id, pg_uuid_t *turn_id,
+				   Jsonb *questions, Jsonb *inferred)
+{
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID};
+	Datum		values[5];
+
+	SPI_connect();
+	/* Serialized with redaction, which deletes what a turn recorded. */
+	(void) SessionLock(tenant, session_id);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = Int64GetDatum(LiveTurnNo(tenant, session_id, turn_id));
+	values[3] = JsonbPGetDatum(questions);
+	values[4] = JsonbPGetDatum(inferred);
+	SpiRunPlan(SpiKeptPlan(&store_clarification_plan, STORE_CLARIFICATION_SQL, 5, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT);
+	SPI_finish();
+}
+
 PG_FUNCTION_INFO_V1(convctx_record_clarification);
 
 /*
@@ -104,9 +128,6 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	Jsonb	   *questions;
 	Jsonb	   *inferred = ArgObject(fcinfo, 3, "inferred_context", true);
 	text	   *tenant = CurrentTenant();
-	int64		turn_no;
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID};
-	Datum		values[5];
 
 	ArgNotNull(fcinfo, 2, "questions");
 	questions = PG_GETARG_JSONB_P(2);
@@ -116,25 +137,10 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 				errmsg("questions must be a JSON array"),
 				errdetail("Got a JSON %s.", JsonbRootTypeName(questions)));
 	CheckQuestions(&questions->root, "questions");
-	if (VARSIZE(questions) + VARSIZE(inferred) - 2 * VARHDRSZ > (Size) convctx_max_text_bytes)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("clarification is too long"),
-				errdetail("convctx.max_text_bytes allows %d bytes.", convctx_max_text_bytes));
+	CheckMaxTextBytes(VARSIZE(questions) + VARSIZE(inferred) - 2 * VARHDRSZ,
+					  "clarification is too long", "Its questions and inferred context have");
 
-	SPI_connect();
-	/* Serialized with redaction, which deletes what a turn recorded. */
-	(void) SessionLock(tenant, session_id);
-	turn_no = LiveTurnNo(tenant, session_id, turn_id);
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(session_id);
-	values[2] = Int64GetDatum(turn_no);
-	values[3] = JsonbPGetDatum(questions);
-	values[4] = JsonbPGetDatum(inferred);
-	SpiRunPlan(SpiKeptPlan(&store_clarification_plan, STORE_CLARIFICATION_SQL, 5, argtypes),
-			   values, NULL, false, 0, SPI_OK_INSERT);
-	SPI_finish();
-
+	StoreClarification(tenant, session_id, turn_id, questions, inferred);
 	PG_RETURN_VOID();
 }
 

@@ -219,7 +219,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 
 #define REPLACE_SQL \
 	"WITH old AS (" \
-	"  UPDATE convctx.turn SET replaced_by_turn_id = $4" \
+	"  UPDATE convctx.turn SET replaced_by_turn_id = $7" \
 	"   WHERE " SESSION_KEY \
 	"     AND turn_id OPERATOR(pg_catalog.=) $3 AND finalized_at IS NOT NULL" \
 	"     AND deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
@@ -228,17 +228,17 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"        identity_id, created_at, finalized_at, pipeline_name, consultant, repository," \
 	"        translate_chat, question_neutral, answer_neutral, question_translated," \
 	"        answer_translated, answer_translated_is_fallback, metadata, record_version)" \
-	" SELECT tenant_id, session_id, $4, turn_no, request_id," \
+	" SELECT tenant_id, session_id, $7, turn_no, request_id," \
 	"        identity_id, created_at, pg_catalog.statement_timestamp(), pipeline_name," \
-	"        consultant, repository, translate_chat, question_neutral, $5, question_translated," \
-	"        CASE WHEN $6::pg_catalog.text IS NULL AND translate_chat THEN $5 ELSE $6 END," \
-	"        CASE WHEN $6::pg_catalog.text IS NOT NULL THEN false" \
+	"        consultant, repository, translate_chat, question_neutral, $4, question_translated," \
+	"        CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat THEN $4 ELSE $5 END," \
+	"        CASE WHEN $5::pg_catalog.text IS NOT NULL THEN false" \
 	"             WHEN translate_chat THEN true END," \
-	"        CASE WHEN $7::pg_catalog.jsonb IS NULL THEN metadata" \
-	"             ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
+	"        CASE WHEN $6::pg_catalog.jsonb IS NULL THEN metadata" \
+	"             ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $6 END," \
 	"        record_version OPERATOR(pg_catalog.+) 1" \
 	"   FROM old" \
-	" RETURNING CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN metadata END"
+	" RETURNING CASE WHEN $6::pg_catalog.jsonb IS NOT NULL THEN metadata END"
 
 /*
  * A fresh version 4 UUID. The random bytes come from pg_strong_random in
@@ -756,6 +756,21 @@ ArgTurnAnswer(FunctionCallInfo fcinfo, int meta_argno)
 }
 
 /*
+ * $1 to $5 of FINALIZE_SQL and REPLACE_SQL: the tenant, session, turn and
+ * answers; the caller fills $6 and $7.
+ */
+static void
+TurnAnswerParams(text *tenant, TurnAnswer *a, Datum *values, char *nulls)
+{
+	memset(nulls, ' ', 5);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(a->session_id);
+	values[2] = UUIDPGetDatum(a->turn_id);
+	values[3] = PointerGetDatum(a->answer_neutral);
+	values[4] = PlanArg(a->answer_translated, &nulls[4]);
+}
+
+/*
  * Store the answer of an open turn; a repeat that changes nothing is
  * accepted, anything else explained (TurnStateCheck). fallback is NULL
  * when not given.
@@ -766,12 +781,7 @@ FinalizeTurn(text *tenant, TurnAnswer *a, bool *fallback)
 	Datum		values[7];
 	char		nulls[7];
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(a->session_id);
-	values[2] = UUIDPGetDatum(a->turn_id);
-	values[3] = PointerGetDatum(a->answer_neutral);
-	values[4] = PlanArg(a->answer_translated, &nulls[4]);
+	TurnAnswerParams(tenant, a, values, nulls);
 	values[5] = fallback ? BoolGetDatum(*fallback) : (Datum) 0;
 	nulls[5] = fallback ? ' ' : 'n';
 	values[6] = PlanArg(a->metadata, &nulls[6]);
@@ -799,18 +809,14 @@ static pg_uuid_t *
 ReplaceTurn(text *tenant, TurnAnswer *a)
 {
 	pg_uuid_t  *new_id = NewTurnId();
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID};
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID, UUIDOID};
 	Datum		values[7];
 	char		nulls[7];
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(a->session_id);
-	values[2] = UUIDPGetDatum(a->turn_id);
-	values[3] = UUIDPGetDatum(new_id);
-	values[4] = PointerGetDatum(a->answer_neutral);
-	values[5] = PlanArg(a->answer_translated, &nulls[5]);
-	values[6] = PlanArg(a->metadata, &nulls[6]);
+	TurnAnswerParams(tenant, a, values, nulls);
+	values[5] = PlanArg(a->metadata, &nulls[5]);
+	values[6] = UUIDPGetDatum(new_id);
+	nulls[6] = ' ';
 
 	SPI_connect();
 	/* Serialized with redaction, which must see every version it clears. */
