@@ -259,6 +259,22 @@ IndexTrusted(Relation index, Relation rel)
 }
 
 /*
+ * Find convctx.relname and its index indexname (what names both in the
+ * error) and open them: a missing one is the catalog of another version.
+ */
+static void
+OpenWithIndex(Oid nsp, const char *relname, const char *indexname, const char *what,
+			  Oid *relid, Oid *indexid, Relation *rel, Relation *index)
+{
+	*relid = get_relname_relid(relname, nsp);
+	*indexid = get_relname_relid(indexname, nsp);
+	if (!OidIsValid(*relid) || !OidIsValid(*indexid))
+		ReportWrongShape(what);
+	*rel = table_open(*relid, AccessShareLock);
+	*index = index_open(*indexid, AccessShareLock);
+}
+
+/*
  * Find convctx.turn and turn_chronology, and check that they are what the
  * scan below assumes: a catalog left by another version must give an
  * error, not a misread row.
@@ -278,13 +294,8 @@ TurnRelsLookup(void)
 	}
 
 	turn_rels.valid = false;
-	turn_rels.relid = get_relname_relid("turn", nsp);
-	turn_rels.indexid = get_relname_relid("turn_chronology", nsp);
-	if (!OidIsValid(turn_rels.relid) || !OidIsValid(turn_rels.indexid))
-		ReportWrongShape("convctx.turn");
-
-	rel = table_open(turn_rels.relid, AccessShareLock);
-	index = index_open(turn_rels.indexid, AccessShareLock);
+	OpenWithIndex(nsp, "turn", "turn_chronology", "convctx.turn",
+				  &turn_rels.relid, &turn_rels.indexid, &rel, &index);
 
 	for (c = 0; c < RC_COUNT; c++)
 		turn_rels.attnum[c] = ColumnOfType(rel, "convctx.turn", recent_columns[c].name,
@@ -299,12 +310,8 @@ TurnRelsLookup(void)
 	table_close(rel, NoLock);
 
 	/* convctx.session and its primary key on (tenant_id, session_id). */
-	turn_rels.session_relid = get_relname_relid("session", nsp);
-	turn_rels.session_indexid = get_relname_relid("session_pkey", nsp);
-	if (!OidIsValid(turn_rels.session_relid) || !OidIsValid(turn_rels.session_indexid))
-		ReportWrongShape("convctx.session");
-	rel = table_open(turn_rels.session_relid, AccessShareLock);
-	index = index_open(turn_rels.session_indexid, AccessShareLock);
+	OpenWithIndex(nsp, "session", "session_pkey", "convctx.session",
+				  &turn_rels.session_relid, &turn_rels.session_indexid, &rel, &index);
 	turn_rels.session_tenant_attnum = ColumnOfType(rel, "convctx.session", "tenant_id", TEXTOID);
 	turn_rels.session_session_attnum = ColumnOfType(rel, "convctx.session", "session_id", TEXTOID);
 	turn_rels.session_last_turn_attnum = ColumnOfType(rel, "convctx.session", "last_turn_no", INT8OID);
