@@ -93,6 +93,7 @@ test('types arrive as the app expects them', async () => {
     latin: 'Ça coûte combien ?',
     astral: 'emoji 😀🧪 and a flag 🇧🇪',
     plane2: 'CJK extension B: 𠀀𠜎𪚥',
+    planes3to16: 'plane 3 \u{30000}, tags \u{E0041}\u{E007F}, private use \u{F0000} \u{10FFFD}',
     combining: 'e\u0301 a\u0308 n\u0303 (combining marks)',
     rtl: 'שלום עולם مرحبا',
     controls: 'tab\tnewline\nquote\' backslash\\ "json" \u2028',

@@ -95,6 +95,7 @@ class Types(unittest.TestCase):
         "latin": "Ça coûte combien ?",
         "astral": "emoji 😀🧪 and a flag 🇧🇪",
         "plane2": "CJK extension B: 𠀀𠜎𪚥",
+        "planes3to16": "plane 3 \U00030000, tags \U000E0041\U000E007F, private use \U000F0000 \U0010FFFD",
         "combining": "e\u0301 a\u0308 n\u0303 (combining marks)",
         "rtl": "שלום עולם مرحبا",
         "controls": "tab\tnewline\nquote' backslash\\ \"json\" \u2028",
