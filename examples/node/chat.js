@@ -5,7 +5,7 @@
 // After these the request runs again with the SAME request id: the server may
 // or may not have committed, and convctx makes the rerun safe (start_turn
 // returns the same turn, finalize_turn accepts the same answer again).
-const RETRY_SQLSTATES = new Set(['40001', '40P01', '57P01', '08000', '08003', '08006']);
+const RETRY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08000', '08003', '08006']);
 const retryable = (err) => RETRY_SQLSTATES.has(err.code) || !err.code;  // no code: connection lost
 
 async function withRetry(fn, attempts = 5) {

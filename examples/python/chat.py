@@ -10,7 +10,8 @@ from psycopg import errors
 # After these the request runs again with the SAME request id: the server may
 # or may not have committed, and convctx makes the rerun safe (start_turn
 # returns the same turn, finalize_turn accepts the same answer again).
-RETRYABLE = (psycopg.OperationalError, errors.SerializationFailure, errors.DeadlockDetected)
+RETRYABLE = (psycopg.OperationalError, errors.SerializationFailure, errors.DeadlockDetected,
+             errors.LockNotAvailable)
 
 
 def with_retry(connect, fn, attempts=5):
