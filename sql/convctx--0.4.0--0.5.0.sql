@@ -1,4 +1,4 @@
-/* convctx--0.4.0--0.5.0.sql: apps behind connection poolers */
+/* convctx--0.4.0--0.5.0.sql: apps behind connection poolers, export */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION convctx UPDATE TO '0.5.0'" to load this file. \quit
@@ -23,3 +23,20 @@ COMMENT ON FUNCTION convctx.use_tenant(text) IS
 
 REVOKE ALL ON FUNCTION convctx.use_tenant(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.use_tenant(text) TO convctx_app;
+
+------------------------------------------------------------------------------
+-- Export: the records of the convctx.jsonl format, built on the server
+------------------------------------------------------------------------------
+
+CREATE FUNCTION convctx.export_records(session_id text DEFAULT NULL, identity_id text DEFAULT NULL,
+                                       since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (record_type text, line text)
+AS 'MODULE_PATHNAME', 'convctx_export_records'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 1000
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.export_records(text, text, timestamptz, timestamptz) IS
+    'every stored row of the conversations of the tenant the caller acts for, as convctx.jsonl records (one JSON object per line, grouped by conversation): all of them, one session, those linked to an identity (with the contexts saved under it), or those active since / created before a time; what the convctx export tool writes';
+
+REVOKE ALL ON FUNCTION convctx.export_records(text, text, timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION convctx.export_records(text, text, timestamptz, timestamptz) TO convctx_admin;

@@ -827,6 +827,16 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx.admin_session_turns(text) IS
     'support read of a session of the tenant the caller acts for (convctx.current_tenant()): every turn with its old versions and tombstones, in order';
 
+CREATE FUNCTION convctx.export_records(session_id text DEFAULT NULL, identity_id text DEFAULT NULL,
+                                       since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (record_type text, line text)
+AS 'MODULE_PATHNAME', 'convctx_export_records'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 1000
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.export_records(text, text, timestamptz, timestamptz) IS
+    'every stored row of the conversations of the tenant the caller acts for, as convctx.jsonl records (one JSON object per line, grouped by conversation): all of them, one session, those linked to an identity (with the contexts saved under it), or those active since / created before a time; what the convctx export tool writes';
+
 CREATE VIEW convctx.sessions WITH (security_invoker = true) AS
 SELECT * FROM convctx.admin_sessions();
 CREATE VIEW convctx.stats WITH (security_invoker = true) AS
@@ -1170,6 +1180,7 @@ GRANT EXECUTE ON FUNCTION
     convctx.admin_stats(),
     convctx.admin_audit(),
     convctx.admin_session_turns(text),
+    convctx.export_records(text, text, timestamptz, timestamptz),
     convctx.bindings(),
     convctx.unresolved_bindings()
 TO convctx_admin;

@@ -26,6 +26,7 @@ CREATE SCHEMA fuzz;
 --   turn             a uuid naming a turn (of this session, another session,
 --                    another tenant, unknown, ...)
 --   limit batch      integers; bool; nodes (text[] of node ids); role (regrole)
+--   time             a timestamptz given as text, cast in the call
 --   j:ROLE           jsonb with a known shape: ctx nodes meta chunks citations
 --                    questions inferred answers state history labels clar
 -- allowed: the README's Errors table read for the routine's arguments
@@ -44,6 +45,8 @@ CREATE TABLE fuzz.spec (
 INSERT INTO fuzz.spec VALUES
   ('convctx.current_tenant()', '{}', '{54000}'),
   ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
+  ('convctx.export_records(text,text,timestamp with time zone,timestamp with time zone)',
+   '{sid,iid,time,time}', '{22023,54000,22007,22008}'),
   ('convctx.context_merge(jsonb,text[],integer)', '{j:ctx,nodes,limit}', '{22023}'),
   ('convctx.context_load(text)', '{sid}', '{22004,22023,54000}'),
   ('convctx.context_save(text,jsonb,text)', '{sid,j:ctx,iid}', '{22004,22023,54000}'),
@@ -549,13 +552,15 @@ $$;
 -- Per installed routine: its name, kinds, how each argument maps to the
 -- EXECUTE parameter slots, and the SQL of a call with k = nreq..n arguments.
 -- Slots: $1-$10 text, $11-$14 jsonb, $15-$16 integer, $17-$18 uuid,
--- $19-$20 boolean, $21 text[], $22 regrole.
+-- $19-$20 boolean, $21 text[], $22 regrole; a timestamptz takes a text
+-- slot, cast in the call.
 CREATE FUNCTION fuzz.routines() RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     r record;
     res jsonb := '[]';
     slots int[];
     types text[];
+    casts text[];
     next jsonb;
     ty text;
     k int;
@@ -577,8 +582,13 @@ BEGIN
         next := '{"text": 1, "jsonb": 11, "integer": 15, "uuid": 17, "boolean": 19, "text[]": 21, "regrole": 22}';
         slots := '{}';
         types := '{}';
+        casts := '{}';
         FOR k IN 1..r.pronargs LOOP
             ty := r.argtypes[k];
+            casts := casts || CASE WHEN ty = 'timestamp with time zone' THEN '::pg_catalog.timestamptz' ELSE '' END;
+            IF ty = 'timestamp with time zone' THEN
+                ty := 'text';
+            END IF;
             -- a bigint (set_summary's redaction generation) takes an integer slot
             IF ty = 'bigint' THEN
                 ty := 'integer';
@@ -597,7 +607,7 @@ BEGIN
         END IF;
         sqls := '{}';
         FOR k IN r.nreq..r.pronargs LOOP
-            SELECT coalesce(string_agg('$' || slots[i], ', ' ORDER BY i), '') INTO argl
+            SELECT coalesce(string_agg('$' || slots[i] || casts[i], ', ' ORDER BY i), '') INTO argl
               FROM generate_series(1, k) i;
             IF r.prokind = 'p' THEN
                 call := format('CALL convctx.%I(%s)', r.proname, argl);
@@ -904,7 +914,18 @@ BEGIN
                     CONTINUE;
                 END IF;
 
-                IF kind IN ('rid', 'iid', 'content', 'query', 'schedule', 'tenant', 'rolename') THEN
+                IF kind = 'time' THEN
+                    IF valid OR r >= hostile THEN
+                        sval := (ARRAY['2000-01-01', '2026-11-24 10:00:00+00', now()::text,
+                                       (now() - interval '1 day')::text, NULL])[1 + floor(random() * 5)::int];
+                    ELSE
+                        sval := (ARRAY[NULL, '', 'infinity', '-infinity', 'not a time', '4714-11-24 BC',
+                                       '294277-01-01', 'epoch', '2026-02-30'])[1 + floor(random() * 9)::int];
+                    END IF;
+                    ts[slot] := sval;
+                    argx[p] := coalesce(quote_literal(sval) || '::timestamptz', 'NULL');
+
+                ELSIF kind IN ('rid', 'iid', 'content', 'query', 'schedule', 'tenant', 'rolename') THEN
                     IF valid OR r >= hostile THEN
                         IF kind = 'rid' AND random() < 0.5 THEN
                             sval := 'f' || batch || '-' || floor(random() * 1000)::int;

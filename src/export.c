@@ -1,0 +1,210 @@
+/*-------------------------------------------------------------------------
+ *
+ * export.c
+ *	  export_records: every row convctx stores for the current tenant's
+ *	  conversations, as the records of the convctx.jsonl format (one JSON
+ *	  object a line), which the command-line tool `convctx export` writes
+ *	  between its header and trailer (docs/import-export.md).
+ *
+ * The lines are built here, from the stored values, so that nothing is
+ * re-serialized on the way out: jsonb columns are embedded as stored, and
+ * numbers and text keep every digit and character. Records come grouped by
+ * conversation (in session_id order): its session record, every turn
+ * version and tombstone (turn_no, record_version), its retrievals and
+ * clarifications (turn_no), its summary, its context. A context whose
+ * conversation has no session row (purge leaves it to convctx.context_ttl)
+ * is a group of its own.
+ *
+ * Administrators only, for the tenant they act for; the rows are read as
+ * the extension's owner through a cursor, a batch at a time, into the
+ * result's tuplestore (which spills to disk), so the backend's memory does
+ * not grow with the export. Timestamps are printed in the caller's
+ * TimeZone (the tool sets UTC).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/export.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/tuplestore.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr export_plan = NULL;
+
+/* Rows fetched from the cursor at a time. */
+#define EXPORT_BATCH 1000
+
+/*
+ * $1 tenant, $2 session id, $3 identity id, $4 since, $5 until (NULL: no
+ * filter). Sessions: the one named, those linked to the identity, those
+ * active since $4 and created before $5. Contexts: those of the chosen
+ * sessions; those saved with the identity as user_id; and, with no
+ * session named, those whose conversation has no session row and that
+ * pass the same filters.
+ */
+#define EXPORT_SQL \
+	"WITH s AS (" \
+	"  SELECT * FROM convctx.session" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND ($2::pg_catalog.text IS NULL OR session_id OPERATOR(pg_catalog.=) $2)" \
+	"     AND ($3::pg_catalog.text IS NULL OR identity_id OPERATOR(pg_catalog.=) $3)" \
+	"     AND ($4::pg_catalog.timestamptz IS NULL OR last_activity_at OPERATOR(pg_catalog.>=) $4)" \
+	"     AND ($5::pg_catalog.timestamptz IS NULL OR created_at OPERATOR(pg_catalog.<) $5))," \
+	" c AS (" \
+	"  SELECT cc.* FROM convctx.conversation_context cc" \
+	"   WHERE cc.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND (EXISTS (SELECT 1 FROM s WHERE s.session_id OPERATOR(pg_catalog.=) cc.conversation_id)" \
+	"          OR ($3::pg_catalog.text IS NOT NULL AND cc.user_id OPERATOR(pg_catalog.=) $3)" \
+	"          OR ($2::pg_catalog.text IS NULL" \
+	"              AND ($3::pg_catalog.text IS NULL OR cc.user_id OPERATOR(pg_catalog.=) $3)" \
+	"              AND ($4::pg_catalog.timestamptz IS NULL OR cc.updated_at OPERATOR(pg_catalog.>=) $4)" \
+	"              AND ($5::pg_catalog.timestamptz IS NULL OR cc.created_at OPERATOR(pg_catalog.<) $5)" \
+	"              AND NOT EXISTS (SELECT 1 FROM convctx.session x" \
+	"                               WHERE x.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"                                 AND x.session_id OPERATOR(pg_catalog.=) cc.conversation_id))))" \
+	" SELECT r.record_type, r.line::pg_catalog.text FROM (" \
+	"  SELECT s.session_id AS k, 0 AS part, 0::pg_catalog.int8 AS n1, 0 AS n2, 'session' AS record_type," \
+	"         pg_catalog.jsonb_build_object('type', 'session', 'session_id', s.session_id," \
+	"           'identity_id', s.identity_id, 'linked_at', l.linked_at, 'created_at', s.created_at," \
+	"           'last_activity_at', s.last_activity_at, 'last_turn_no', s.last_turn_no," \
+	"           'live_turns', s.live_turns, 'live_answers', s.live_answers," \
+	"           'summary_through_turn_no', s.summary_through_turn_no, 'redactions', s.redactions) AS line" \
+	"    FROM s LEFT JOIN convctx.session_link l" \
+	"      ON l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	"  UNION ALL" \
+	"  SELECT t.session_id, 1, t.turn_no, t.record_version, 'turn'," \
+	"         pg_catalog.jsonb_build_object('type', 'turn', 'session_id', t.session_id," \
+	"           'turn_id', t.turn_id, 'turn_no', t.turn_no, 'request_id', t.request_id," \
+	"           'record_version', t.record_version, 'replaced_by_turn_id', t.replaced_by_turn_id," \
+	"           'identity_id', t.identity_id, 'created_at', t.created_at, 'finalized_at', t.finalized_at," \
+	"           'deleted_at', t.deleted_at, 'redaction', t.redaction, 'translate_chat', t.translate_chat," \
+	"           'question_neutral', t.question_neutral, 'answer_neutral', t.answer_neutral," \
+	"           'question_translated', t.question_translated, 'answer_translated', t.answer_translated," \
+	"           'answer_translated_is_fallback', t.answer_translated_is_fallback," \
+	"           'metadata', t.metadata, 'pipeline_name', t.pipeline_name, 'consultant', t.consultant," \
+	"           'repository', t.repository)" \
+	"    FROM convctx.turn t JOIN s ON s.session_id OPERATOR(pg_catalog.=) t.session_id" \
+	"   WHERE t.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"  UNION ALL" \
+	"  SELECT r.session_id, 2, r.turn_no, 0, 'retrieval'," \
+	"         pg_catalog.jsonb_build_object('type', 'retrieval', 'session_id', r.session_id," \
+	"           'turn_no', r.turn_no, 'chunks', r.chunks, 'citations', r.citations," \
+	"           'recorded_at', r.recorded_at)" \
+	"    FROM convctx.turn_retrieval r JOIN s ON s.session_id OPERATOR(pg_catalog.=) r.session_id" \
+	"   WHERE r.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"  UNION ALL" \
+	"  SELECT q.session_id, 3, q.turn_no, 0, 'clarification'," \
+	"         pg_catalog.jsonb_build_object('type', 'clarification', 'session_id', q.session_id," \
+	"           'turn_no', q.turn_no, 'questions', q.questions, 'inferred_context', q.inferred_context," \
+	"           'recorded_at', q.recorded_at)" \
+	"    FROM convctx.clarification q JOIN s ON s.session_id OPERATOR(pg_catalog.=) q.session_id" \
+	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"  UNION ALL" \
+	"  SELECT m.session_id, 4, 0, 0, 'summary'," \
+	"         pg_catalog.jsonb_build_object('type', 'summary', 'session_id', m.session_id," \
+	"           'summary', m.summary, 'through_turn_no', m.through_turn_no," \
+	"           'covered_messages', m.covered_messages, 'updated_at', m.updated_at)" \
+	"    FROM convctx.session_summary m JOIN s ON s.session_id OPERATOR(pg_catalog.=) m.session_id" \
+	"   WHERE m.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"  UNION ALL" \
+	"  SELECT c.conversation_id, 5, 0, 0, 'context'," \
+	"         pg_catalog.jsonb_build_object('type', 'context', 'conversation_id', c.conversation_id," \
+	"           'context', c.context_json, 'user_id', c.user_id, 'created_at', c.created_at," \
+	"           'updated_at', c.updated_at)" \
+	"    FROM c) r" \
+	" ORDER BY r.k, r.part, r.n1, r.n2"
+
+/* The filters of an export; NULL fields filter nothing. */
+typedef struct ExportFilter
+{
+	text	   *session_id;
+	text	   *identity_id;
+	Datum		since;			/* timestamptz, or 0 with since_null */
+	bool		since_null;
+	Datum		until;
+	bool		until_null;
+} ExportFilter;
+
+/*
+ * Put every record of the tenant's conversations that f selects into
+ * result (record_type text, line text), a batch at a time.
+ */
+static void
+ExportRecords(text *tenant, ExportFilter *f, Tuplestorestate *result, TupleDesc desc)
+{
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(f->session_id),
+		PointerGetDatum(f->identity_id), f->since, f->until};
+	char		nulls[5] = {' ', f->session_id ? ' ' : 'n', f->identity_id ? ' ' : 'n',
+		f->since_null ? 'n' : ' ', f->until_null ? 'n' : ' '};
+	SPIPlanPtr	plan;
+	Portal		portal;
+	OwnerSwitch sw;
+
+	SPI_connect();
+	plan = SpiKeptPlan(&export_plan, EXPORT_SQL, 5, argtypes);
+	ActAsOwner(&sw);
+	PG_TRY();
+	{
+		portal = SPI_cursor_open(NULL, plan, values, nulls, true);
+		for (;;)
+		{
+			uint64		i;
+
+			SPI_cursor_fetch(portal, true, EXPORT_BATCH);
+			if (SPI_processed == 0)
+				break;
+			for (i = 0; i < SPI_processed; i++)
+			{
+				Datum		row[2];
+				bool		row_nulls[2];
+
+				row[0] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &row_nulls[0]);
+				row[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &row_nulls[1]);
+				tuplestore_putvalues(result, desc, row, row_nulls);
+			}
+			SPI_freetuptable(SPI_tuptable);
+			CHECK_FOR_INTERRUPTS();
+		}
+		SPI_cursor_close(portal);
+	}
+	PG_FINALLY();
+	{
+		ActAsCaller(&sw);
+	}
+	PG_END_TRY();
+	SPI_finish();
+}
+
+PG_FUNCTION_INFO_V1(convctx_export_records);
+
+/*
+ * export_records(session_id, identity_id, since, until) -> setof
+ * (record_type, line)
+ */
+Datum
+convctx_export_records(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ExportFilter f;
+
+	f.session_id = ArgOptionalId(fcinfo, 0, "session_id");
+	f.identity_id = ArgOptionalId(fcinfo, 1, "identity_id");
+	f.since_null = PG_ARGISNULL(2);
+	f.since = f.since_null ? (Datum) 0 : PG_GETARG_DATUM(2);
+	f.until_null = PG_ARGISNULL(3);
+	f.until = f.until_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ExportRecords(CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
+	return (Datum) 0;
+}
