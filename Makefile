@@ -24,3 +24,22 @@ EXTRA_CLEAN  = output_iso tmp_check log results regression.diffs regression.out
 PG_CONFIG   ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The command-line tool (client/): a client program linked with libpq and
+# jansson, installed next to pg_dump.
+CLIENT_OBJS = $(patsubst %.c,%.o,$(sort $(wildcard client/*.c)))
+EXTRA_CLEAN += client/convctx $(CLIENT_OBJS)
+
+client/%.o: client/%.c client/convctx.h
+	$(CC) $(CFLAGS) $(PG_CFLAGS) -I$(includedir) -DCONVCTX_VERSION=\"$(EXTVERSION)\" -c -o $@ $<
+
+client/convctx: $(CLIENT_OBJS)
+	$(CC) $(CFLAGS) $(PG_CFLAGS) -o $@ $(CLIENT_OBJS) $(LDFLAGS_EX) -L$(libdir) -lpq -ljansson
+
+all: client/convctx
+
+install: install-client
+.PHONY: install-client
+install-client: client/convctx
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) client/convctx '$(DESTDIR)$(bindir)/convctx'

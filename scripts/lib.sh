@@ -9,7 +9,7 @@ export PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 PACKAGES=(make gcc libc6-dev postgresql-15 postgresql-client-15 postgresql-server-dev-15
-          postgresql-15-cron libipc-run-perl)
+          postgresql-15-cron libipc-run-perl libjansson-dev)
 # and for the test suites: the pooler and the Python driver of the client tests
 TEST_PACKAGES=(pgbouncer python3-psycopg)
 

@@ -32,10 +32,10 @@ def in_tenant(conn, tenant, fn):
         return fn(conn)
 
 
+# req: dict with tenant, session_id, request_id, question, identity_id
+# (optional); answer(history, question) calls the model. Returns (turn_id,
+# answer, history); a repeated request returns the stored answer.
 def handle_chat(connect, req, answer, history_turns=10):
-    """req: dict with tenant, session_id, request_id, question, identity_id
-    (optional); answer(history, question) calls the model. Returns
-    (turn_id, answer, history); a repeated request returns the stored answer."""
     def start(conn):
         turn_id = conn.execute(
             "SELECT convctx.start_turn(%s, %s, %s, %s)",

@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * main.c
+ *	  The convctx command-line tool: subcommands, connection, errors.
+ *
+ *	  convctx export [OPTION]...	write a tenant's conversations as
+ *									convctx.jsonl (export.c)
+ *
+ * Connection options are pg_dump's: -d takes a database name or a
+ * connection string, -h -p -U, -w never prompts for a password, -W always
+ * does, and the PG* environment variables and ~/.pgpass work as usual.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * client/main.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "convctx.h"
+
+const char *progname = "convctx";
+
+/* Print "convctx: message" on stderr and exit with code. */
+void
+fail(int code, const char *fmt,...)
+{
+	va_list		ap;
+
+	fprintf(stderr, "%s: error: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+/* A message on stderr unless -q. */
+void
+note(const CommonOptions *o, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (o->verbosity < 0)
+		return;
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Connect as pg_dump does; exit 2 when that fails. */
+PGconn *
+connect_db(const CommonOptions *o)
+{
+	const char *keywords[7];
+	const char *values[7];
+	char	   *password = NULL;
+	PGconn	   *conn;
+
+	for (;;)
+	{
+		int			n = 0;
+
+		keywords[n] = "host", values[n++] = o->host;
+		keywords[n] = "port", values[n++] = o->port;
+		keywords[n] = "user", values[n++] = o->user;
+		keywords[n] = "password", values[n++] = password;
+		keywords[n] = "dbname", values[n++] = o->dbname;
+		keywords[n] = "fallback_application_name", values[n++] = progname;
+		keywords[n] = NULL, values[n] = NULL;
+
+		if (o->prompt_password > 0 && password == NULL)
+			password = strdup(getpass("Password: "));
+		conn = PQconnectdbParams(keywords, values, 1);
+		if (PQstatus(conn) == CONNECTION_OK)
+			break;
+		if (PQconnectionNeedsPassword(conn) && password == NULL && o->prompt_password >= 0 &&
+			isatty(fileno(stdin)))
+		{
+			PQfinish(conn);
+			password = strdup(getpass("Password: "));
+			continue;
+		}
+		fail(EXIT_CONNECTION, "%s", PQerrorMessage(conn));
+	}
+	free(password);
+	return conn;
+}
+
+/*
+ * Run sql with text parameters; anything but the expected status ends the
+ * tool: 2 when the connection is gone, 1 for an error of the server (its
+ * message, detail and hint, as psql prints them).
+ */
+PGresult *
+run(PGconn *conn, const char *what, const char *sql, int nparams,
+	const char *const *params, ExecStatusType expect)
+{
+	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	const char *detail;
+	const char *hint;
+
+	if (PQresultStatus(res) == expect)
+		return res;
+	if (PQstatus(conn) != CONNECTION_OK)
+		fail(EXIT_CONNECTION, "connection lost while %s: %s", what, PQerrorMessage(conn));
+	detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	fprintf(stderr, "%s: error: %s: %s %s\n", progname, what,
+			PQresultErrorField(res, PG_DIAG_SQLSTATE) ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "",
+			PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
+			: PQerrorMessage(conn));
+	if (detail)
+		fprintf(stderr, "DETAIL:  %s\n", detail);
+	if (hint)
+		fprintf(stderr, "HINT:  %s\n", hint);
+	exit(EXIT_ERROR);
+}
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"%s moves conversations stored by the convctx extension out of PostgreSQL.\n\n"
+			"Usage:\n"
+			"  %s export [OPTION]...   write a tenant's conversations as convctx.jsonl\n"
+			"  %s --help | --version\n\n"
+			"\"%s export --help\" lists the options.\n"
+			"Exit status: 0 done, 1 error (usage, file, server), 2 connection failed or lost.\n",
+			progname, progname, progname, progname);
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2)
+	{
+		usage(stderr);
+		return EXIT_ERROR;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-?") == 0)
+	{
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
+	{
+		printf("%s (convctx) %s\n", progname, CONVCTX_VERSION);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "export") == 0)
+	{
+		argv[1] = "convctx export";	/* how getopt names the tool in its messages */
+		return export_main(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "%s: error: unknown command \"%s\"\n", progname, argv[1]);
+	usage(stderr);
+	return EXIT_ERROR;
+}
