@@ -11,6 +11,11 @@
  * transaction (one snapshot), through a cursor a batch at a time, so the
  * tool's memory does not grow with the export. Times are in UTC.
  *
+ * --format=messages writes instead a line per conversation with its
+ * current, live turns as user and assistant messages
+ * (convctx.export_messages()), without header or trailer: the shape chat
+ * APIs take, for moving conversations to another system.
+ *
  * Copyright (c) 2026, the convctx authors
  *
  * client/export.c
@@ -41,6 +46,7 @@ typedef struct ExportOptions
 	const char *identity_id;
 	const char *since;
 	const char *until;
+	bool		messages;		/* --format=messages */
 } ExportOptions;
 
 static void
@@ -57,6 +63,9 @@ export_usage(FILE *out)
 			"  --until=TIME         conversations created before TIME\n\n"
 			"Output:\n"
 			"  -f, --file=FILE      write to FILE (default: standard output)\n"
+			"  --format=FORMAT      convctx (default): every stored row, as convctx.jsonl;\n"
+			"                       messages: a line per conversation with its current turns\n"
+			"                       as user and assistant messages\n"
 			"  -P, --progress       show records, records/s and elapsed time on stderr\n"
 			"  -v, --verbose        say what is done\n"
 			"  -q, --quiet          no messages but errors\n\n"
@@ -90,6 +99,7 @@ parse_export_options(int argc, char **argv, ExportOptions *o)
 		{"identity", required_argument, NULL, 3},
 		{"since", required_argument, NULL, 4},
 		{"until", required_argument, NULL, 5},
+		{"format", required_argument, NULL, 6},
 		{NULL, 0, NULL, 0}
 	};
 	int			c;
@@ -115,6 +125,12 @@ parse_export_options(int argc, char **argv, ExportOptions *o)
 			case 3: o->identity_id = optarg; break;
 			case 4: o->since = optarg; break;
 			case 5: o->until = optarg; break;
+			case 6:
+				if (strcmp(optarg, "messages") == 0)
+					o->messages = true;
+				else if (strcmp(optarg, "convctx") != 0)
+					fail(EXIT_ERROR, "unknown format \"%s\" (convctx or messages)", optarg);
+				break;
 			case '?':
 				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
 				{
@@ -217,9 +233,10 @@ write_records(FILE *out, PGconn *conn, const ExportOptions *o, long long *counts
 
 			for (t = 0; record_types[t] && strcmp(record_types[t], type) != 0; t++)
 				;
-			if (record_types[t] == NULL)
+			if (record_types[t] == NULL && !o->messages)
 				fail(EXIT_ERROR, "the server sent a record of unknown type \"%s\"", type);
-			counts[t]++;
+			if (record_types[t] != NULL)
+				counts[t]++;
 			if (fwrite(PQgetvalue(res, i, 1), 1, PQgetlength(res, i, 1), out) != (size_t) PQgetlength(res, i, 1) ||
 				fputc('\n', out) == EOF)
 				fail(EXIT_ERROR, "could not write: %s", strerror(errno));
@@ -281,18 +298,24 @@ export_main(int argc, char **argv)
 		PQclear(run(conn, "choosing the tenant", "SELECT convctx.use_tenant($1)", 1, params,
 					PGRES_TUPLES_OK));
 	}
-	write_header(out, conn, &o);
+	if (!o.messages)
+		write_header(out, conn, &o);
 	params[0] = o.session_id;
 	params[1] = o.identity_id;
 	params[2] = o.since;
 	params[3] = o.until;
 	PQclear(run(conn, "starting the export",
+				o.messages ?
+				"DECLARE records NO SCROLL CURSOR FOR"
+				" SELECT record_type, line FROM convctx.export_messages($1, $2,"
+				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz)" :
 				"DECLARE records NO SCROLL CURSOR FOR"
 				" SELECT record_type, line FROM convctx.export_records($1, $2,"
 				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz)",
 				4, params, PGRES_COMMAND_OK));
 	total = write_records(out, conn, &o, counts);
-	write_trailer(out, counts, total);
+	if (!o.messages)
+		write_trailer(out, counts, total);
 	PQclear(run(conn, "ending the transaction", "COMMIT", 0, NULL, PGRES_COMMAND_OK));
 	PQfinish(conn);
 

@@ -837,6 +837,16 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx.export_records(text, text, timestamptz, timestamptz) IS
     'every stored row of the conversations of the tenant the caller acts for, as convctx.jsonl records (one JSON object per line, grouped by conversation): all of them, one session, those linked to an identity (with the contexts saved under it), or those active since / created before a time; what the convctx export tool writes';
 
+CREATE FUNCTION convctx.export_messages(session_id text DEFAULT NULL, identity_id text DEFAULT NULL,
+                                        since timestamptz DEFAULT NULL, until timestamptz DEFAULT NULL)
+RETURNS TABLE (record_type text, line text)
+AS 'MODULE_PATHNAME', 'convctx_export_messages'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 100
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.export_messages(text, text, timestamptz, timestamptz) IS
+    'the conversations export_records would choose, one JSON line each: session_id, identity_id, created_at and the current live turns as user and assistant messages (role, content, created_at, id); what convctx export --format=messages writes';
+
 CREATE VIEW convctx.sessions WITH (security_invoker = true) AS
 SELECT * FROM convctx.admin_sessions();
 CREATE VIEW convctx.stats WITH (security_invoker = true) AS
@@ -1181,6 +1191,7 @@ GRANT EXECUTE ON FUNCTION
     convctx.admin_audit(),
     convctx.admin_session_turns(text),
     convctx.export_records(text, text, timestamptz, timestamptz),
+    convctx.export_messages(text, text, timestamptz, timestamptz),
     convctx.bindings(),
     convctx.unresolved_bindings()
 TO convctx_admin;

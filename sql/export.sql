@@ -78,6 +78,14 @@ FROM convctx.export_records(identity_id => 'u1') WHERE record_type IN ('session'
 SELECT count(*) AS none_since FROM convctx.export_records(since => now() + interval '1 hour');
 SELECT count(*) AS none_before FROM convctx.export_records(until => '2000-01-01');
 SELECT count(*) AS unknown_session FROM convctx.export_records('nope');
+-- the portable messages of the same conversations: current live turns only
+SELECT line::jsonb ->> 'session_id' AS session_id,
+       jsonb_path_query_array(line::jsonb, '$.messages[*].role') AS roles,
+       jsonb_path_query_array(line::jsonb, '$.messages[*].content') AS contents,
+       jsonb_path_query_array(line::jsonb, '$.messages[*].id') AS ids
+FROM convctx.export_messages();
+SELECT count(*) AS u1_lines FROM convctx.export_messages(identity_id => 'u1');
+SELECT convctx.export_messages(repeat('x', 1025));
 -- bad arguments
 SELECT convctx.export_records('');
 SELECT convctx.export_records(repeat('x', 1025));

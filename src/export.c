@@ -4,7 +4,9 @@
  *	  export_records: every row convctx stores for the current tenant's
  *	  conversations, as the records of the convctx.jsonl format (one JSON
  *	  object a line), which the command-line tool `convctx export` writes
- *	  between its header and trailer (docs/import-export.md).
+ *	  between its header and trailer (docs/import-export.md);
+ *	  export_messages: the same conversations as portable chat messages,
+ *	  one line per conversation (`convctx export --format=messages`).
  *
  * The lines are built here, from the stored values, so that nothing is
  * re-serialized on the way out: jsonb columns are embedded as stored, and
@@ -39,6 +41,7 @@
 #include "convctx.h"
 
 static SPIPlanPtr export_plan = NULL;
+static SPIPlanPtr messages_plan = NULL;
 
 /* Rows fetched from the cursor at a time. */
 #define EXPORT_BATCH 1000
@@ -123,6 +126,39 @@ static SPIPlanPtr export_plan = NULL;
 	"    FROM c) r" \
 	" ORDER BY r.k, r.part, r.n1, r.n2"
 
+/*
+ * The same sessions as EXPORT_SQL ($1 to $5), a line each: the current,
+ * live versions of its turns as {"role", "content", "created_at", "id"}
+ * messages (the question as "user", the answer, once given, as
+ * "assistant"; "id" the request id), oldest first. Tombstones, old
+ * versions and everything but the texts are left out.
+ */
+#define MESSAGES_SQL \
+	"SELECT 'messages', pg_catalog.jsonb_build_object('session_id', s.session_id," \
+	"         'identity_id', s.identity_id, 'created_at', s.created_at," \
+	"         'messages', COALESCE((" \
+	"           SELECT pg_catalog.jsonb_agg(m.message ORDER BY m.turn_no, m.part) FROM (" \
+	"             SELECT t.turn_no, 0 AS part, pg_catalog.jsonb_build_object('role', 'user'," \
+	"                    'content', t.question_neutral, 'created_at', t.created_at, 'id', t.request_id) AS message" \
+	"               FROM convctx.turn t" \
+	"              WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	"                AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
+	"             UNION ALL" \
+	"             SELECT t.turn_no, 1, pg_catalog.jsonb_build_object('role', 'assistant'," \
+	"                    'content', t.answer_neutral, 'created_at', t.finalized_at, 'id', t.request_id)" \
+	"               FROM convctx.turn t" \
+	"              WHERE t.tenant_id OPERATOR(pg_catalog.=) $1 AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	"                AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
+	"                AND t.finalized_at IS NOT NULL) m)," \
+	"           '[]'::pg_catalog.jsonb))::pg_catalog.text" \
+	"  FROM convctx.session s" \
+	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND ($2::pg_catalog.text IS NULL OR s.session_id OPERATOR(pg_catalog.=) $2)" \
+	"   AND ($3::pg_catalog.text IS NULL OR s.identity_id OPERATOR(pg_catalog.=) $3)" \
+	"   AND ($4::pg_catalog.timestamptz IS NULL OR s.last_activity_at OPERATOR(pg_catalog.>=) $4)" \
+	"   AND ($5::pg_catalog.timestamptz IS NULL OR s.created_at OPERATOR(pg_catalog.<) $5)" \
+	" ORDER BY s.session_id"
+
 /* The filters of an export; NULL fields filter nothing. */
 typedef struct ExportFilter
 {
@@ -135,11 +171,12 @@ typedef struct ExportFilter
 } ExportFilter;
 
 /*
- * Put every record of the tenant's conversations that f selects into
- * result (record_type text, line text), a batch at a time.
+ * Put the rows of the statement sql (record_type text, line text) for the
+ * tenant's conversations that f selects into result, a batch at a time.
  */
 static void
-ExportRecords(text *tenant, ExportFilter *f, Tuplestorestate *result, TupleDesc desc)
+ExportRows(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
+		   Tuplestorestate *result, TupleDesc desc)
 {
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(f->session_id),
@@ -151,7 +188,7 @@ ExportRecords(text *tenant, ExportFilter *f, Tuplestorestate *result, TupleDesc 
 	OwnerSwitch sw;
 
 	SPI_connect();
-	plan = SpiKeptPlan(&export_plan, EXPORT_SQL, 5, argtypes);
+	plan = SpiKeptPlan(cache, sql, 5, argtypes);
 	ActAsOwner(&sw);
 	PG_TRY();
 	{
@@ -185,6 +222,21 @@ ExportRecords(text *tenant, ExportFilter *f, Tuplestorestate *result, TupleDesc 
 	SPI_finish();
 }
 
+/* The filter of arguments 0 to 3: session_id, identity_id, since, until. */
+static ExportFilter
+ArgExportFilter(FunctionCallInfo fcinfo)
+{
+	ExportFilter f;
+
+	f.session_id = ArgOptionalId(fcinfo, 0, "session_id");
+	f.identity_id = ArgOptionalId(fcinfo, 1, "identity_id");
+	f.since_null = PG_ARGISNULL(2);
+	f.since = f.since_null ? (Datum) 0 : PG_GETARG_DATUM(2);
+	f.until_null = PG_ARGISNULL(3);
+	f.until = f.until_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+	return f;
+}
+
 PG_FUNCTION_INFO_V1(convctx_export_records);
 
 /*
@@ -195,16 +247,26 @@ Datum
 convctx_export_records(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ExportFilter f;
-
-	f.session_id = ArgOptionalId(fcinfo, 0, "session_id");
-	f.identity_id = ArgOptionalId(fcinfo, 1, "identity_id");
-	f.since_null = PG_ARGISNULL(2);
-	f.since = f.since_null ? (Datum) 0 : PG_GETARG_DATUM(2);
-	f.until_null = PG_ARGISNULL(3);
-	f.until = f.until_null ? (Datum) 0 : PG_GETARG_DATUM(3);
+	ExportFilter f = ArgExportFilter(fcinfo);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	ExportRecords(CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
+	ExportRows(&export_plan, EXPORT_SQL, CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_export_messages);
+
+/*
+ * export_messages(session_id, identity_id, since, until) -> setof
+ * (record_type, line), record_type always 'messages'
+ */
+Datum
+convctx_export_messages(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ExportFilter f = ArgExportFilter(fcinfo);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ExportRows(&messages_plan, MESSAGES_SQL, CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
 	return (Datum) 0;
 }

@@ -47,6 +47,8 @@ INSERT INTO fuzz.spec VALUES
   ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
   ('convctx.export_records(text,text,timestamp with time zone,timestamp with time zone)',
    '{sid,iid,time,time}', '{22023,54000,22007,22008}'),
+  ('convctx.export_messages(text,text,timestamp with time zone,timestamp with time zone)',
+   '{sid,iid,time,time}', '{22023,54000,22007,22008}'),
   ('convctx.context_merge(jsonb,text[],integer)', '{j:ctx,nodes,limit}', '{22023}'),
   ('convctx.context_load(text)', '{sid}', '{22004,22023,54000}'),
   ('convctx.context_save(text,jsonb,text)', '{sid,j:ctx,iid}', '{22004,22023,54000}'),

@@ -103,6 +103,7 @@ my %readers = (
     admin_audit => [ 'admin', q{SELECT tenant_id, logged_at, role_name, action, session_id, details FROM convctx.admin_audit()} ],
     admin_session_turns => [ 'admin', q{SELECT turn_no, turn_id, question_neutral, deleted_at FROM convctx.admin_session_turns('s2')} ],
     export_records => [ 'admin', q{SELECT record_type, line FROM convctx.export_records()} ],
+    export_messages => [ 'admin', q{SELECT record_type, line FROM convctx.export_messages()} ],
     bindings => [ 'admin', q{SELECT role_name, tenant_id, role_exists FROM convctx.bindings() ORDER BY 1} ],
     unresolved_bindings => [ 'admin', q{SELECT * FROM convctx.unresolved_bindings()} ],
     'view sessions' => [ 'admin', q{SELECT * FROM convctx.sessions ORDER BY session_id} ],

@@ -119,6 +119,21 @@ check_file('session s2', $out, server_lines('admin_acme', "'s2'"), 'acme');
 ($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme', '--since', '2100-01-01');
 check_file('since', $out, [], 'acme');
 
+# the portable messages: a line per conversation, no header or trailer
+($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme', '--format', 'messages');
+is($rc, 0, '--format=messages exits 0') or diag($err);
+my $messages = $node->safe_psql('app', q{SET ROLE admin_acme; SET TimeZone = 'UTC';
+    SELECT line FROM convctx.export_messages()});
+is($out, "$messages\n", 'the lines are the server\'s, byte for byte, and nothing else');
+# decoded without UTF-8 decoding, so that texts compare with this file's bytes
+my ($s1) = grep { $_->{session_id} eq 's1' } map { JSON::PP->new->decode($_) } split /\n/, $out;
+is(join(',', map { "$_->{role}:$_->{content}" } @{ $s1->{messages} }),
+    'user:Q1 😀 𠀀 "x" \\ y,assistant:A1, corrected,user:Q3,assistant:A3',
+    'current live turns as user and assistant messages, tombstones and old versions left out');
+($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme', '--format', 'csv');
+is($rc, 1, 'an unknown format: exit 1');
+like($err, qr/unknown format "csv"/, 'says which');
+
 # a role bound to every tenant names the tenant
 ($rc, $out, $err) = tool('export', @conn, '-U', 'platform', '--tenant', 'globex');
 is($rc, 0, 'export with --tenant exits 0') or diag($err);
