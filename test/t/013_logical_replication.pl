@@ -84,8 +84,10 @@ $pub->safe_psql('app', q{CREATE PUBLICATION convctx FOR TABLES IN SCHEMA convctx
 my $pub_conn = $pub->connstr . ' dbname=app';
 $sub->safe_psql('app', qq{CREATE SUBSCRIPTION convctx CONNECTION '$pub_conn' PUBLICATION convctx});
 $sub->wait_for_subscription_sync($pub, 'convctx', 'app');
-is($sub->safe_psql('app', q{
-    SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'}), '0',
+# wait_for_subscription_sync also accepts tables still in state "s"
+# (synchronized, about to become ready): wait for "r" on each
+ok($sub->poll_query_until('app', q{
+    SELECT count(*) = 0 FROM pg_subscription_rel WHERE srsubstate <> 'r'}),
    'the initial copy of every table is done');
 is($sub->safe_psql('app', q{SELECT string_agg(tenant_id || ':' || phrase, ',' ORDER BY phrase) FROM convctx.followup_phrase}),
    'A:reglamento,:say again', 'the tenants\' phrases were copied, nothing else was in the table');
