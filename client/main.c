@@ -64,6 +64,17 @@ now_seconds(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The password typed at the terminal; exit 1 when there is none to ask. */
+static char *
+read_password(void)
+{
+	char	   *typed = getpass("Password: ");
+
+	if (typed == NULL)
+		fail(EXIT_ERROR, "could not read a password from the terminal");
+	return strdup(typed);
+}
+
 /* Connect as pg_dump does; exit 2 when that fails. */
 PGconn *
 connect_db(const CommonOptions *o)
@@ -86,7 +97,7 @@ connect_db(const CommonOptions *o)
 		keywords[n] = NULL, values[n] = NULL;
 
 		if (o->prompt_password > 0 && password == NULL)
-			password = strdup(getpass("Password: "));
+			password = read_password();
 		conn = PQconnectdbParams(keywords, values, 1);
 		if (PQstatus(conn) == CONNECTION_OK)
 			break;
@@ -94,7 +105,7 @@ connect_db(const CommonOptions *o)
 			isatty(fileno(stdin)))
 		{
 			PQfinish(conn);
-			password = strdup(getpass("Password: "));
+			password = read_password();
 			continue;
 		}
 		fail(EXIT_CONNECTION, "%s", PQerrorMessage(conn));
