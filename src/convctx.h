@@ -98,6 +98,7 @@ extern Jsonb *ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes);
 
 /* Request metadata (metadata.c) */
 extern Jsonb *MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback);
+extern Jsonb *MetadataFilterStored(Jsonb *meta);
 extern void CheckMetadataSize(Datum merged);
 extern char *KeyedHashHex(const char *key, const char *data, int len);
 

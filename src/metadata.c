@@ -208,3 +208,17 @@ MetadataFilter(Jsonb *meta, bool question_neutral_is_fallback)
 					  "The allowlisted metadata has");
 	return out;
 }
+
+/*
+ * The metadata an imported turn keeps of meta, the metadata a convctx
+ * server stored: MetadataFilter's, and the question_neutral_is_fallback
+ * flag that server set itself.
+ */
+Jsonb *
+MetadataFilterStored(Jsonb *meta)
+{
+	JsonbValue	flag;
+
+	return MetadataFilter(meta, JSONB_KEY(&meta->root, "question_neutral_is_fallback", &flag) != NULL &&
+						  flag.type == jbvBool && flag.val.boolean);
+}
