@@ -19,12 +19,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 /* Exit codes, as the README documents them. */
 #define EXIT_OK				0	/* everything done */
 #define EXIT_ERROR			1	/* usage, file, or a server error that stopped the run */
 #define EXIT_CONNECTION		2	/* could not connect, or the connection was lost */
+#define EXIT_REJECTED		3	/* import done, but conversations were rejected */
 
 /* The format of the files the tool writes and reads. */
 #define JSONL_FORMAT		"convctx.jsonl"
@@ -56,5 +58,75 @@ extern double now_seconds(void);
 
 /* export.c */
 extern int	export_main(int argc, char **argv);
+
+/* import.c */
+typedef struct ImportOptions
+{
+	CommonOptions common;
+	const char *from;			/* --from: the source format */
+	const char *source_dsn;		/* read a library's tables from this database */
+	const char *source_table;
+	const char *source_schema;
+	const char *session_id;		/* --session: for a messages file without ids */
+	const char *on_conflict;	/* skip or error */
+	const char *as_identity;
+	const char *identity_map_file;
+	bool		allow_anonymous;
+	bool		allow_truncated;
+	bool		single_transaction;
+	long		max_errors;		/* -1: no limit */
+	long		batch_size;
+	const char *reject_file;
+} ImportOptions;
+
+/* A conversation's records, as lines of convctx.jsonl. */
+typedef struct Group
+{
+	char	   *id;				/* its session or conversation id */
+	char	   *where;			/* where it starts, for messages */
+	int			n;
+	int			cap;
+	char	  **lines;
+	size_t	   *lens;
+	long	   *linenos;		/* line of each record in the input, or 0 */
+} Group;
+
+#define MAX_DROPPED 16
+
+typedef struct Importer
+{
+	const ImportOptions *o;
+	PGconn	   *conn;
+	const char *input_name;
+	char	   *identity_map;	/* the map as JSON text, or NULL */
+	FILE	   *reject;
+	Group	  **pending;		/* complete groups not sent yet */
+	int			npending;
+	int			cap_pending;
+	long		pending_records;
+	long long	imported[6];
+	long long	skipped[6];
+	long long	metadata_keys_dropped;
+	long long	rejected;		/* conversations */
+	long long	records_sent;
+	const char *dropped_names[MAX_DROPPED];	/* what a source holds and convctx does not */
+	long long	dropped_counts[MAX_DROPPED];
+	int			ndropped;
+	double		started;
+	double		shown;
+} Importer;
+
+extern int	import_main(int argc, char **argv);
+extern Group *group_new(const char *id, const char *where);
+extern void group_add(Group *g, const char *line, size_t len, long lineno);
+extern void group_add_json(Group *g, json_t *record, long lineno);
+extern void importer_add(Importer *imp, Group *g);
+extern void importer_reject(Importer *imp, Group *g);
+extern void importer_count_dropped(Importer *imp, const char *what, long long n);
+extern void importer_abort(Importer *imp) __attribute__((noreturn));
+extern void importer_stop(Importer *imp) __attribute__((noreturn));
+
+/* sources.c */
+extern void import_source(Importer *imp, FILE *in);
 
 #endif

@@ -5,6 +5,8 @@
  *
  *	  convctx export [OPTION]...	write a tenant's conversations as
  *									convctx.jsonl (export.c)
+ *	  convctx import [OPTION]...	write conversations into a tenant
+ *									(import.c, sources.c)
  *
  * Connection options are pg_dump's: -d takes a database name or a
  * connection string, -h -p -U, -w never prompts for a password, -W always
@@ -148,13 +150,16 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-			"%s moves conversations stored by the convctx extension out of PostgreSQL.\n\n"
+			"%s moves conversations stored by the convctx extension in and out of PostgreSQL.\n\n"
 			"Usage:\n"
 			"  %s export [OPTION]...   write a tenant's conversations as convctx.jsonl\n"
+			"  %s import [OPTION]...   write conversations into a tenant: convctx.jsonl, or\n"
+			"                          another library's history\n"
 			"  %s --help | --version\n\n"
-			"\"%s export --help\" lists the options.\n"
-			"Exit status: 0 done, 1 error (usage, file, server), 2 connection failed or lost.\n",
-			progname, progname, progname, progname);
+			"\"%s export --help\" and \"%s import --help\" list the options.\n"
+			"Exit status: 0 done, 1 error (usage, file, server), 2 connection failed or lost,\n"
+			"3 import done but conversations were rejected.\n",
+			progname, progname, progname, progname, progname, progname);
 }
 
 int
@@ -174,6 +179,11 @@ main(int argc, char **argv)
 	{
 		printf("%s (convctx) %s\n", progname, CONVCTX_VERSION);
 		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "import") == 0)
+	{
+		argv[1] = "convctx import";
+		return import_main(argc - 1, argv + 1);
 	}
 	if (strcmp(argv[1], "export") == 0)
 	{

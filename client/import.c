@@ -1,0 +1,1067 @@
+/*-------------------------------------------------------------------------
+ *
+ * import.c
+ *	  convctx import: conversations into a tenant, from a convctx.jsonl
+ *	  file or from another store's history (sources.c).
+ *
+ * Every source becomes conversation groups of convctx.jsonl records (a
+ * session record and its turns, retrievals, clarifications, summary and
+ * context; or a context alone). Groups are sent in batches to
+ * convctx.import_records(), which writes them under the rules of the API;
+ * the lines of a convctx.jsonl file are sent as read, so the server's own
+ * jsonb parser reads every number and character (jansson is used here to
+ * check each line and find its type and conversation, never to re-encode
+ * it). Each batch is a transaction of its own; with -1 the whole import is
+ * one.
+ *
+ * Bad input: by default the first bad line or refused record stops the
+ * import with the file, line and column and what is wrong; the groups
+ * read before it are written, nothing of its own group is. With
+ * --max-errors=N up to N groups are rejected (written to --reject-file
+ * when given) and the import goes on; it then ends with status 3. A
+ * convctx.jsonl file must end with its trailer, whose counts are
+ * checked: a regular file without one is refused before anything is
+ * written.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * client/import.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "convctx.h"
+
+/* The record types, as the trailer counts them. */
+static const char *const record_types[] = {
+	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
+};
+static const char *const record_types_plural[] = {
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", NULL
+};
+#define RECORD_TYPES 6
+
+/* Records per call of convctx.import_records() (whole groups). */
+#define DEFAULT_BATCH 1000
+
+static void
+import_usage(FILE *out)
+{
+	fprintf(out,
+			"%s import writes conversations into a tenant: a convctx.jsonl file, or the\n"
+			"history another library stored.\n\n"
+			"Usage:\n  %s import [OPTION]...\n\n"
+			"Input:\n"
+			"  -f, --file=FILE         read FILE (default: standard input)\n"
+			"  --from=SOURCE           convctx (default), messages, openai-items, langchain,\n"
+			"                          langchain-js, mastra, langgraph-js\n"
+			"  --source-dsn=CONNSTR    read a library's tables from this database instead\n"
+			"  --source-table=NAME     the message table of a LangChain history\n"
+			"                          (default chat_history, langchain_chat_histories for -js)\n"
+			"  --source-schema=NAME    schema of a library's tables (default public)\n"
+			"  --session=ID            conversation id for a messages file without one\n\n"
+			"Rules:\n"
+			"  --on-conflict=WHAT      skip (default): leave existing conversations alone and\n"
+			"                          count them; error: refuse them\n"
+			"  --as-identity=ID        link anonymous conversations to identity ID\n"
+			"  --identity-map=FILE     rename identities: a JSON object {\"old\": \"new\", ...}\n"
+			"  --allow-anonymous       import anonymous conversations that the next purge or\n"
+			"                          the anonymous cap would cut\n"
+			"  --max-errors=N          reject up to N conversations and go on (-1: no limit;\n"
+			"                          default 0: stop at the first)\n"
+			"  --reject-file=FILE      write the records of rejected conversations to FILE\n"
+			"  --allow-truncated       import a convctx.jsonl file that has no trailer\n"
+			"  -1, --single-transaction  all or nothing\n"
+			"  --batch-size=N          records per call of the server (default %d)\n"
+			"  -P, --progress          show records, records/s and elapsed time on stderr\n"
+			"  -v, --verbose           say what is done\n"
+			"  -q, --quiet             no messages but errors\n\n"
+			"Connection (as pg_dump):\n"
+			"  -d, --dbname=CONNSTR    database name or connection string\n"
+			"  -h, --host=HOST      -p, --port=PORT      -U, --username=USER\n"
+			"  -w, --no-password    -W, --password\n"
+			"  --tenant=TENANT         the tenant, for a role bound to every tenant\n\n"
+			"The role must be a member of convctx_admin.\n"
+			"Exit status: 0 done, 1 error (nothing more written), 2 connection failed or\n"
+			"lost, 3 done but conversations were rejected (--max-errors).\n",
+			progname, progname, DEFAULT_BATCH);
+}
+
+static void
+parse_import_options(int argc, char **argv, ImportOptions *o)
+{
+	static const struct option longopts[] = {
+		{"dbname", required_argument, NULL, 'd'},
+		{"host", required_argument, NULL, 'h'},
+		{"port", required_argument, NULL, 'p'},
+		{"username", required_argument, NULL, 'U'},
+		{"no-password", no_argument, NULL, 'w'},
+		{"password", no_argument, NULL, 'W'},
+		{"file", required_argument, NULL, 'f'},
+		{"progress", no_argument, NULL, 'P'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, '?'},
+		{"single-transaction", no_argument, NULL, '1'},
+		{"tenant", required_argument, NULL, 1},
+		{"from", required_argument, NULL, 2},
+		{"source-dsn", required_argument, NULL, 3},
+		{"source-table", required_argument, NULL, 4},
+		{"on-conflict", required_argument, NULL, 5},
+		{"as-identity", required_argument, NULL, 6},
+		{"identity-map", required_argument, NULL, 7},
+		{"allow-anonymous", no_argument, NULL, 8},
+		{"max-errors", required_argument, NULL, 9},
+		{"reject-file", required_argument, NULL, 10},
+		{"allow-truncated", no_argument, NULL, 11},
+		{"batch-size", required_argument, NULL, 12},
+		{"source-schema", required_argument, NULL, 13},
+		{"session", required_argument, NULL, 14},
+		{NULL, 0, NULL, 0}
+	};
+	int			c;
+	char	   *end;
+
+	memset(o, 0, sizeof(*o));
+	o->from = "convctx";
+	o->on_conflict = "skip";
+	o->batch_size = DEFAULT_BATCH;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:h:p:U:wWf:Pvq1?", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'd': o->common.dbname = optarg; break;
+			case 'h': o->common.host = optarg; break;
+			case 'p': o->common.port = optarg; break;
+			case 'U': o->common.user = optarg; break;
+			case 'w': o->common.prompt_password = -1; break;
+			case 'W': o->common.prompt_password = 1; break;
+			case 'f': o->common.file = optarg; break;
+			case 'P': o->common.progress = true; break;
+			case 'v': o->common.verbosity = 1; break;
+			case 'q': o->common.verbosity = -1; break;
+			case '1': o->single_transaction = true; break;
+			case 1: o->common.tenant = optarg; break;
+			case 2: o->from = optarg; break;
+			case 3: o->source_dsn = optarg; break;
+			case 4: o->source_table = optarg; break;
+			case 5:
+				if (strcmp(optarg, "skip") != 0 && strcmp(optarg, "error") != 0)
+					fail(EXIT_ERROR, "--on-conflict must be skip or error, not \"%s\"", optarg);
+				o->on_conflict = optarg;
+				break;
+			case 6: o->as_identity = optarg; break;
+			case 7: o->identity_map_file = optarg; break;
+			case 8: o->allow_anonymous = true; break;
+			case 9:
+				errno = 0;
+				o->max_errors = strtol(optarg, &end, 10);
+				if (errno != 0 || *end != '\0' || end == optarg || o->max_errors < -1)
+					fail(EXIT_ERROR, "--max-errors must be a number of conversations, or -1");
+				break;
+			case 10: o->reject_file = optarg; break;
+			case 11: o->allow_truncated = true; break;
+			case 12:
+				errno = 0;
+				o->batch_size = strtol(optarg, &end, 10);
+				if (errno != 0 || *end != '\0' || end == optarg || o->batch_size < 1)
+					fail(EXIT_ERROR, "--batch-size must be a positive number");
+				break;
+			case 13: o->source_schema = optarg; break;
+			case 14: o->session_id = optarg; break;
+			case '?':
+				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
+				{
+					import_usage(stdout);
+					exit(EXIT_OK);
+				}
+				fprintf(stderr, "Try \"%s import --help\" for more information.\n", progname);
+				exit(EXIT_ERROR);
+		}
+	}
+	if (optind < argc)
+		fail(EXIT_ERROR, "unexpected argument \"%s\"", argv[optind]);
+	if (o->single_transaction && o->max_errors != 0)
+		fail(EXIT_ERROR, "-1 (--single-transaction) stops at the first error: it cannot be used with --max-errors");
+	if (o->source_dsn && o->common.file)
+		fail(EXIT_ERROR, "--source-dsn and -f both name the input: give one");
+}
+
+/*
+ * Groups
+ */
+
+Group *
+group_new(const char *id, const char *where)
+{
+	Group	   *g = calloc(1, sizeof(Group));
+
+	if (g == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	g->id = strdup(id);
+	g->where = strdup(where);
+	return g;
+}
+
+/* Add a record (the text of one line, len bytes) found at line lineno. */
+void
+group_add(Group *g, const char *line, size_t len, long lineno)
+{
+	if (g->n == g->cap)
+	{
+		g->cap = g->cap ? g->cap * 2 : 16;
+		g->lines = realloc(g->lines, g->cap * sizeof(char *));
+		g->lens = realloc(g->lens, g->cap * sizeof(size_t));
+		g->linenos = realloc(g->linenos, g->cap * sizeof(long));
+		if (g->lines == NULL || g->lens == NULL || g->linenos == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	g->lines[g->n] = malloc(len + 1);
+	if (g->lines[g->n] == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	memcpy(g->lines[g->n], line, len);
+	g->lines[g->n][len] = '\0';
+	g->lens[g->n] = len;
+	g->linenos[g->n] = lineno;
+	g->n++;
+}
+
+/* Add a record made here (sources.c): its compact JSON text. */
+void
+group_add_json(Group *g, json_t *record, long lineno)
+{
+	char	   *text = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (text == NULL)
+		fail(EXIT_ERROR, "could not encode a record of conversation \"%s\"", g->id);
+	group_add(g, text, strlen(text), lineno);
+	free(text);
+	json_decref(record);
+}
+
+static void
+group_free(Group *g)
+{
+	int			i;
+
+	for (i = 0; i < g->n; i++)
+		free(g->lines[i]);
+	free(g->lines);
+	free(g->lens);
+	free(g->linenos);
+	free(g->id);
+	free(g->where);
+	free(g);
+}
+
+/*
+ * Sending batches
+ */
+
+static void
+show_progress(Importer *imp, bool last)
+{
+	double		elapsed = now_seconds() - imp->started;
+
+	fprintf(stderr, "\r%s: %lld records, %.0f records/s, %.1f s%s", progname, imp->records_sent,
+			elapsed > 0 ? imp->records_sent / elapsed : 0.0, elapsed, last ? "\n" : "");
+}
+
+/* Run a statement that must succeed; a lost connection is exit 2. */
+static void
+exec_ok(Importer *imp, const char *what, const char *sql)
+{
+	PQclear(run(imp->conn, what, sql, 0, NULL, PGRES_COMMAND_OK));
+}
+
+static void
+begin_transaction(Importer *imp)
+{
+	exec_ok(imp, "starting a transaction", "BEGIN");
+	if (imp->o->common.tenant)
+	{
+		const char *params[1] = {imp->o->common.tenant};
+
+		PQclear(run(imp->conn, "choosing the tenant", "SELECT convctx.use_tenant($1)", 1, params,
+					PGRES_TUPLES_OK));
+	}
+}
+
+/* The records of groups[0..n) as a binary text[] (array_recv's format). */
+static char *
+batch_array(Group **groups, int n, int *size)
+{
+	size_t		total = 20;
+	int			count = 0;
+	int			i,
+				j;
+	char	   *buf;
+	char	   *p;
+	uint32_t	v;
+
+	for (i = 0; i < n; i++)
+		for (j = 0; j < groups[i]->n; j++)
+		{
+			total += 4 + groups[i]->lens[j];
+			count++;
+		}
+	if (total > 0x3fffffff)
+		fail(EXIT_ERROR, "a batch of %d records is over 1 GB: use a smaller --batch-size", count);
+	buf = p = malloc(total);
+	if (buf == NULL)
+		fail(EXIT_ERROR, "out of memory");
+#define PUT32(x) (v = htonl((uint32_t) (x)), memcpy(p, &v, 4), p += 4)
+	PUT32(1);					/* dimensions */
+	PUT32(0);					/* no nulls */
+	PUT32(25);					/* text */
+	PUT32(count);
+	PUT32(1);					/* lower bound */
+	for (i = 0; i < n; i++)
+		for (j = 0; j < groups[i]->n; j++)
+		{
+			PUT32(groups[i]->lens[j]);
+			memcpy(p, groups[i]->lines[j], groups[i]->lens[j]);
+			p += groups[i]->lens[j];
+		}
+#undef PUT32
+	*size = (int) total;
+	return buf;
+}
+
+/* The server error of a refused batch, kept to be reported. */
+typedef struct BatchError
+{
+	char	   *sqlstate;
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+	int			recno;			/* record of the batch it names (1-based), or 0 */
+} BatchError;
+
+static char *
+strdup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/*
+ * Send groups[0..n) in one call. true when written; false with *err
+ * filled when the server refused a record (the transaction then rolled
+ * back, or with -1 left failed).
+ */
+static bool
+send_batch(Importer *imp, Group **groups, int n, BatchError *err)
+{
+	static const char *sql =
+		"SELECT record_type, imported, skipped"
+		"  FROM convctx.import_records($1, $2, $3, $4, $5::pg_catalog.jsonb)";
+	Oid			types[5] = {1009, 25, 16, 25, 25};	/* text[], text, bool, text, text */
+	const char *values[5];
+	int			lengths[5] = {0, 0, 0, 0, 0};
+	int			formats[5] = {1, 0, 0, 0, 0};
+	int			size;
+	char	   *array;
+	PGresult   *res;
+	int			i;
+	long long	sent = 0;
+
+	if (n == 0)
+		return true;
+	array = batch_array(groups, n, &size);
+	values[0] = array;
+	lengths[0] = size;
+	values[1] = imp->o->on_conflict;
+	values[2] = imp->o->allow_anonymous ? "t" : "f";
+	values[3] = imp->o->as_identity;
+	values[4] = imp->identity_map;
+	for (i = 0; i < n; i++)
+		sent += groups[i]->n;
+
+	if (!imp->o->single_transaction)
+		begin_transaction(imp);
+	res = PQexecParams(imp->conn, sql, 5, types, values, lengths, formats, 0);
+	free(array);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+	{
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			const char *type = PQgetvalue(res, i, 0);
+			int			t;
+
+			for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type) != 0; t++)
+				;
+			if (t < RECORD_TYPES)
+			{
+				imp->imported[t] += atoll(PQgetvalue(res, i, 1));
+				imp->skipped[t] += atoll(PQgetvalue(res, i, 2));
+			}
+			else if (strcmp(type, "metadata key") == 0)
+				imp->metadata_keys_dropped += atoll(PQgetvalue(res, i, 2));
+		}
+		PQclear(res);
+		if (!imp->o->single_transaction)
+			exec_ok(imp, "committing", "COMMIT");
+		imp->records_sent += sent;
+		return true;
+	}
+	if (PQstatus(imp->conn) != CONNECTION_OK)
+		fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
+	{
+		const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+		const char *at = context ? strstr(context, "import record ") : NULL;
+
+		err->sqlstate = strdup_or_null(PQresultErrorField(res, PG_DIAG_SQLSTATE));
+		err->message = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+		if (err->message == NULL)
+			err->message = strdup(PQerrorMessage(imp->conn));
+		err->detail = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+		err->hint = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
+		err->recno = at ? atoi(at + strlen("import record ")) : 0;
+	}
+	PQclear(res);
+	if (!imp->o->single_transaction)
+		exec_ok(imp, "rolling back", "ROLLBACK");
+	return false;
+}
+
+/* The group of groups[0..n) that holds record recno of their batch. */
+static int
+group_of_record(Group **groups, int n, int recno, int *index_in_group)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (recno <= groups[i]->n)
+		{
+			*index_in_group = recno - 1;
+			return i;
+		}
+		recno -= groups[i]->n;
+	}
+	*index_in_group = -1;
+	return -1;
+}
+
+/*
+ * Print an error about a record: "FILE:LINE: error: message", as a
+ * compiler does, and the server's SQLSTATE, detail and hint.
+ */
+static void
+report_record_error(Importer *imp, const Group *g, int index, const char *sqlstate,
+					const char *message, const char *detail, const char *hint)
+{
+	if (index >= 0 && g->linenos[index] > 0)
+		fprintf(stderr, "%s:%ld: error: %s", imp->input_name, g->linenos[index], message);
+	else
+		fprintf(stderr, "%s: error: %s", g->where, message);
+	if (sqlstate)
+		fprintf(stderr, " (SQLSTATE %s)", sqlstate);
+	fputc('\n', stderr);
+	if (detail)
+		fprintf(stderr, "DETAIL:  %s\n", detail);
+	if (hint)
+		fprintf(stderr, "HINT:  %s\n", hint);
+}
+
+/*
+ * A group was refused: count it, keep its records in the reject file,
+ * and stop unless --max-errors allows one more.
+ */
+static void
+reject_group(Importer *imp, Group *g)
+{
+	int			i;
+
+	imp->rejected++;
+	if (imp->reject)
+	{
+		for (i = 0; i < g->n; i++)
+			if (fwrite(g->lines[i], 1, g->lens[i], imp->reject) != g->lens[i] ||
+				fputc('\n', imp->reject) == EOF)
+				fail(EXIT_ERROR, "could not write to \"%s\": %s", imp->o->reject_file, strerror(errno));
+	}
+	if (imp->o->max_errors >= 0 && imp->rejected > imp->o->max_errors)
+		importer_stop(imp);
+}
+
+/*
+ * Write groups[0..n): in one call when the server takes them all; when it
+ * refuses a record, the groups before its group are sent again, its group
+ * is rejected, and the rest follow.
+ */
+static void
+flush_groups(Importer *imp, Group **groups, int n)
+{
+	BatchError err;
+	int			failed;
+	int			index;
+
+	while (n > 0)
+	{
+		memset(&err, 0, sizeof(err));
+		if (send_batch(imp, groups, n, &err))
+			return;
+		failed = group_of_record(groups, n, err.recno, &index);
+		if (failed < 0)
+		{
+			/* an error that names no record: the batch as a whole */
+			fprintf(stderr, "%s: error: %s%s%s%s\n", progname, err.message,
+					err.sqlstate ? " (SQLSTATE " : "", err.sqlstate ? err.sqlstate : "",
+					err.sqlstate ? ")" : "");
+			if (err.detail)
+				fprintf(stderr, "DETAIL:  %s\n", err.detail);
+			if (err.hint)
+				fprintf(stderr, "HINT:  %s\n", err.hint);
+			importer_abort(imp);
+		}
+		report_record_error(imp, groups[failed], index, err.sqlstate, err.message, err.detail, err.hint);
+		free(err.sqlstate);
+		free(err.message);
+		free(err.detail);
+		free(err.hint);
+		if (imp->o->single_transaction)
+			importer_abort(imp);
+		flush_groups(imp, groups, failed);
+		reject_group(imp, groups[failed]);
+		groups += failed + 1;
+		n -= failed + 1;
+	}
+}
+
+/* Send the pending groups and free them. */
+static void
+flush_pending(Importer *imp)
+{
+	int			i;
+
+	flush_groups(imp, imp->pending, imp->npending);
+	for (i = 0; i < imp->npending; i++)
+		group_free(imp->pending[i]);
+	imp->npending = 0;
+	imp->pending_records = 0;
+	if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
+	{
+		show_progress(imp, false);
+		imp->shown = now_seconds();
+	}
+}
+
+/* A complete group: queue it, and send the queue once it is a batch. */
+void
+importer_add(Importer *imp, Group *g)
+{
+	if (imp->npending == imp->cap_pending)
+	{
+		imp->cap_pending = imp->cap_pending ? imp->cap_pending * 2 : 64;
+		imp->pending = realloc(imp->pending, imp->cap_pending * sizeof(Group *));
+		if (imp->pending == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	imp->pending[imp->npending++] = g;
+	imp->pending_records += g->n;
+	if (imp->pending_records >= imp->o->batch_size)
+		flush_pending(imp);
+}
+
+/*
+ * A group that cannot be sent (a bad line in it): reject it, after
+ * writing the groups before it.
+ */
+void
+importer_reject(Importer *imp, Group *g)
+{
+	flush_pending(imp);
+	reject_group(imp, g);
+	group_free(g);
+}
+
+/* Print what was done: counts on stderr (unless -q). */
+static void
+print_summary(Importer *imp)
+{
+	int			t;
+	long long	skipped = 0;
+
+	if (imp->o->common.progress)
+		show_progress(imp, true);
+	if (imp->o->common.verbosity < 0)
+		return;
+	fprintf(stderr, "%s: imported", progname);
+	for (t = 0; t < RECORD_TYPES; t++)
+	{
+		fprintf(stderr, "%s %lld %s", t ? "," : "", imp->imported[t],
+				imp->imported[t] == 1 ? record_types[t] : record_types_plural[t]);
+		skipped += imp->skipped[t];
+	}
+	fputc('\n', stderr);
+	if (skipped > 0)
+	{
+		fprintf(stderr, "%s: skipped (already there)", progname);
+		for (t = 0; t < RECORD_TYPES; t++)
+			fprintf(stderr, "%s %lld %s", t ? "," : "", imp->skipped[t],
+					imp->skipped[t] == 1 ? record_types[t] : record_types_plural[t]);
+		fputc('\n', stderr);
+	}
+	if (imp->metadata_keys_dropped > 0)
+		fprintf(stderr, "%s: dropped %lld metadata keys that convctx.metadata_allowlist does not allow\n",
+				progname, imp->metadata_keys_dropped);
+	for (t = 0; t < imp->ndropped; t++)
+		fprintf(stderr, "%s: not imported: %lld %s\n", progname, imp->dropped_counts[t],
+				imp->dropped_names[t]);
+	if (imp->rejected > 0)
+		fprintf(stderr, "%s: rejected %lld conversation%s%s%s\n", progname, imp->rejected,
+				imp->rejected == 1 ? "" : "s",
+				imp->reject ? ", written to " : "", imp->reject ? imp->o->reject_file : "");
+}
+
+/* Count something a source holds that convctx has no place for. */
+void
+importer_count_dropped(Importer *imp, const char *what, long long n)
+{
+	int			i;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < imp->ndropped; i++)
+		if (strcmp(imp->dropped_names[i], what) == 0)
+		{
+			imp->dropped_counts[i] += n;
+			return;
+		}
+	if (imp->ndropped == MAX_DROPPED)
+		return;
+	imp->dropped_names[imp->ndropped] = what;
+	imp->dropped_counts[imp->ndropped++] = n;
+}
+
+/* Stop after an error: what was committed stays; -1 rolls back. */
+void
+importer_abort(Importer *imp)
+{
+	if (imp->o->single_transaction && PQstatus(imp->conn) == CONNECTION_OK)
+	{
+		PQclear(PQexec(imp->conn, "ROLLBACK"));
+		if (imp->o->common.verbosity >= 0)
+			fprintf(stderr, "%s: rolled back: nothing was imported\n", progname);
+	}
+	else
+		print_summary(imp);
+	PQfinish(imp->conn);
+	exit(EXIT_ERROR);
+}
+
+/* Stop because --max-errors was reached (the groups before are written). */
+void
+importer_stop(Importer *imp)
+{
+	fprintf(stderr, "%s: error: stopped after %lld rejected conversation%s%s\n", progname,
+			imp->rejected, imp->rejected == 1 ? "" : "s",
+			imp->o->max_errors == 0 ? " (see --max-errors)" : " (--max-errors)");
+	importer_abort(imp);
+}
+
+/*
+ * Reading convctx.jsonl
+ */
+
+/* A line's record: its type (index in record_types) and conversation id. */
+typedef struct LineRecord
+{
+	int			type;			/* -1: header, -2: trailer */
+	const char *id;
+	json_t	   *value;
+} LineRecord;
+
+/* "FILE:LINE:COL: error: ..." and stop or reject. */
+static void
+line_error(Importer *imp, long lineno, int column, const char *fmt,...)
+	__attribute__((format(printf, 4, 5)));
+
+static void
+line_error(Importer *imp, long lineno, int column, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (column > 0)
+		fprintf(stderr, "%s:%ld:%d: error: ", imp->input_name, lineno, column);
+	else
+		fprintf(stderr, "%s:%ld: error: ", imp->input_name, lineno);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/*
+ * Parse a line of convctx.jsonl. false (after printing why) when it is
+ * not a record of the format.
+ */
+static bool
+parse_line(Importer *imp, const char *line, size_t len, long lineno, LineRecord *rec)
+{
+	json_error_t jerr;
+	json_t	   *type;
+	const char *type_name;
+	json_t	   *id;
+	int			t;
+
+	/*
+	 * Integers as reals: only to look at the line, which is sent as read;
+	 * a 20-digit integer is valid JSON that jansson's integers cannot hold.
+	 */
+	rec->value = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
+	if (rec->value == NULL)
+	{
+		if (json_error_code(&jerr) == json_error_null_character)
+			line_error(imp, lineno, jerr.column,
+					   "\\u0000 is not allowed: PostgreSQL text cannot hold the NUL character");
+		else if (json_error_code(&jerr) == json_error_duplicate_key)
+			line_error(imp, lineno, jerr.column, "%s (a key may appear once in a record)", jerr.text);
+		else
+			line_error(imp, lineno, jerr.column, "invalid JSON: %s", jerr.text);
+		return false;
+	}
+	if (!json_is_object(rec->value))
+	{
+		line_error(imp, lineno, 1, "a record must be a JSON object");
+		return false;
+	}
+	type = json_object_get(rec->value, "type");
+	if (!json_is_string(type))
+	{
+		line_error(imp, lineno, 0, "a record must have a string \"type\"");
+		return false;
+	}
+	type_name = json_string_value(type);
+	if (strcmp(type_name, "header") == 0)
+	{
+		rec->type = -1;
+		return true;
+	}
+	if (strcmp(type_name, "end") == 0)
+	{
+		rec->type = -2;
+		return true;
+	}
+	for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type_name) != 0; t++)
+		;
+	if (t == RECORD_TYPES)
+	{
+		line_error(imp, lineno, 0, "unknown record type \"%s\"", type_name);
+		return false;
+	}
+	rec->type = t;
+	id = json_object_get(rec->value, strcmp(type_name, "context") == 0 ? "conversation_id" : "session_id");
+	if (!json_is_string(id) || json_string_length(id) == 0)
+	{
+		line_error(imp, lineno, 0, "a %s record must have a non-empty string \"%s\"", type_name,
+				   t == 5 ? "conversation_id" : "session_id");
+		return false;
+	}
+	rec->id = json_string_value(id);
+	return true;
+}
+
+/* The header: convctx.jsonl of a version this tool reads. */
+static void
+check_header(Importer *imp, LineRecord *rec)
+{
+	json_t	   *format = json_object_get(rec->value, "format");
+	json_t	   *version = json_object_get(rec->value, "format_version");
+
+	if (!json_is_string(format) || strcmp(json_string_value(format), JSONL_FORMAT) != 0)
+	{
+		line_error(imp, 1, 0, "the header does not name format \"%s\"", JSONL_FORMAT);
+		importer_abort(imp);
+	}
+	if (!json_is_number(version) || json_number_value(version) != JSONL_FORMAT_VERSION)
+	{
+		line_error(imp, 1, 0, "format_version %g is not one this tool reads (it reads %d)",
+				   json_is_number(version) ? json_number_value(version) : 0.0, JSONL_FORMAT_VERSION);
+		importer_abort(imp);
+	}
+}
+
+/* The trailer's counts against what was read. */
+static void
+check_trailer(Importer *imp, LineRecord *rec, long lineno, long long *counts)
+{
+	json_t	   *records = json_object_get(rec->value, "records");
+	json_t	   *lines = json_object_get(rec->value, "lines");
+	int			t;
+
+	for (t = 0; t < RECORD_TYPES; t++)
+	{
+		json_t	   *n = records ? json_object_get(records, record_types[t]) : NULL;
+
+		if (!json_is_number(n) || (long long) json_number_value(n) != counts[t])
+		{
+			line_error(imp, lineno, 0, "the trailer counts %g %s records, the file holds %lld",
+					   json_is_number(n) ? json_number_value(n) : 0.0, record_types[t], counts[t]);
+			importer_abort(imp);
+		}
+	}
+	if (!json_is_number(lines) || (long) json_number_value(lines) != lineno)
+	{
+		line_error(imp, lineno, 0, "the trailer counts %g lines, the file has %ld",
+				   json_is_number(lines) ? json_number_value(lines) : 0.0, lineno);
+		importer_abort(imp);
+	}
+}
+
+/*
+ * A regular file must end with its trailer: checked before anything is
+ * written, so that a file cut short writes nothing.
+ */
+static void
+check_file_has_trailer(Importer *imp, FILE *in)
+{
+	struct stat st;
+	long		from;
+	char	   *tail;
+	size_t		got;
+	char	   *last;
+	json_t	   *value;
+	bool		ok = false;
+
+	if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	from = st.st_size > 65536 ? st.st_size - 65536 : 0;
+	tail = malloc(65537);
+	if (tail == NULL || fseek(in, from, SEEK_SET) != 0)
+		return;
+	got = fread(tail, 1, 65536, in);
+	tail[got] = '\0';
+	while (got > 0 && (tail[got - 1] == '\n' || tail[got - 1] == '\r'))
+		tail[--got] = '\0';
+	last = strrchr(tail, '\n');
+	last = last ? last + 1 : tail;
+	value = json_loads(last, JSON_DECODE_INT_AS_REAL, NULL);
+	if (value && json_is_string(json_object_get(value, "type")) &&
+		strcmp(json_string_value(json_object_get(value, "type")), "end") == 0)
+		ok = true;
+	json_decref(value);
+	free(tail);
+	if (fseek(in, 0, SEEK_SET) != 0)
+		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
+	if (!ok)
+	{
+		fprintf(stderr, "%s: error: %s has no trailer (its last line is not an \"end\" record): "
+				"the file was cut short; nothing was imported\n", progname, imp->input_name);
+		fprintf(stderr, "HINT:  --allow-truncated imports the complete conversations it holds.\n");
+		PQfinish(imp->conn);
+		exit(EXIT_ERROR);
+	}
+}
+
+/* Close the group being read: queue it, or reject it when a line was bad. */
+static void
+close_group(Importer *imp, Group **group, bool *bad)
+{
+	if (*group)
+		*bad ? importer_reject(imp, *group) : importer_add(imp, *group);
+	*group = NULL;
+	*bad = false;
+}
+
+/*
+ * A bad line: it belongs to the group being read (a new one when there is
+ * none), which is rejected whole; by default that stops the import now.
+ */
+static void
+bad_line(Importer *imp, Group **group, bool *bad, const char *id, const char *line,
+		 size_t len, long lineno)
+{
+	char		where[64];
+
+	if (*group == NULL)
+	{
+		snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
+		*group = group_new(id, where);
+	}
+	group_add(*group, line, len, lineno);
+	*bad = true;
+	if (imp->o->max_errors == 0)
+		close_group(imp, group, bad);
+}
+
+/* Read a convctx.jsonl file: header, conversation groups, trailer. */
+static void
+import_convctx(Importer *imp, FILE *in)
+{
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		len;
+	long		lineno = 0;
+	long long	counts[RECORD_TYPES] = {0};
+	Group	   *group = NULL;
+	bool		bad = false;
+	bool		trailer = false;
+	char		where[64];
+
+	if (!imp->o->allow_truncated)
+		check_file_has_trailer(imp, in);
+
+	while ((len = getline(&line, &cap, in)) != -1)
+	{
+		LineRecord rec;
+
+		lineno++;
+		if (len > 0 && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if (len > 0 && line[len - 1] == '\r')
+			line[--len] = '\0';
+		/* a UTF-8 byte order mark before the header */
+		if (lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
+		{
+			memmove(line, line + 3, len - 2);
+			len -= 3;
+		}
+		if (trailer)
+		{
+			line_error(imp, lineno, 0, "a line after the trailer");
+			importer_abort(imp);
+		}
+		memset(&rec, 0, sizeof(rec));
+		if (!parse_line(imp, line, len, lineno, &rec))
+		{
+			json_decref(rec.value);
+			if (lineno == 1)
+				importer_abort(imp);
+			bad_line(imp, &group, &bad, "", line, len, lineno);
+			continue;
+		}
+		if (lineno == 1 || rec.type == -1)
+		{
+			if (lineno != 1 || rec.type != -1)
+			{
+				line_error(imp, lineno, 0, lineno == 1 ?
+						   "the first line must be the header of a convctx.jsonl file" :
+						   "a second header");
+				importer_abort(imp);
+			}
+			check_header(imp, &rec);
+			json_decref(rec.value);
+			continue;
+		}
+		if (rec.type == -2)
+		{
+			close_group(imp, &group, &bad);
+			check_trailer(imp, &rec, lineno, counts);
+			json_decref(rec.value);
+			trailer = true;
+			continue;
+		}
+		counts[rec.type]++;
+		if (group != NULL && strcmp(group->id, rec.id) == 0 && rec.type != 0)
+			group_add(group, line, len, lineno);	/* the group goes on */
+		else if (rec.type == 0 || rec.type == 5)
+		{
+			/* a session, or a context of another conversation, starts a group */
+			close_group(imp, &group, &bad);
+			snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
+			group = group_new(rec.id, where);
+			group_add(group, line, len, lineno);
+		}
+		else if (bad && group != NULL && group->id[0] == '\0')
+			group_add(group, line, len, lineno);	/* after a line that could not be read */
+		else
+		{
+			line_error(imp, lineno, 0, "a %s record of session \"%s\" outside that session's group "
+					   "(the records of a session follow its session record)",
+					   record_types[rec.type], rec.id);
+			close_group(imp, &group, &bad);
+			bad_line(imp, &group, &bad, rec.id, line, len, lineno);
+		}
+		json_decref(rec.value);
+	}
+	if (ferror(in))
+		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
+	free(line);
+	if (lineno == 0)
+	{
+		fprintf(stderr, "%s: error: %s is empty: no header\n", progname, imp->input_name);
+		importer_abort(imp);
+	}
+	if (!trailer)
+	{
+		if (!imp->o->allow_truncated)
+		{
+			fprintf(stderr, "%s: error: %s ends at line %ld without its trailer: it was cut short; "
+					"the conversation it ends in was not imported\n",
+					progname, imp->input_name, lineno);
+			flush_pending(imp);
+			importer_abort(imp);
+		}
+		close_group(imp, &group, &bad);
+	}
+}
+
+int
+import_main(int argc, char **argv)
+{
+	ImportOptions o;
+	Importer	imp;
+	FILE	   *in = stdin;
+
+	parse_import_options(argc, argv, &o);
+	memset(&imp, 0, sizeof(imp));
+	imp.o = &o;
+	imp.input_name = o.common.file && strcmp(o.common.file, "-") != 0 ? o.common.file : "<stdin>";
+
+	if (o.identity_map_file)
+	{
+		json_error_t jerr;
+		json_t	   *map = json_load_file(o.identity_map_file, JSON_REJECT_DUPLICATES, &jerr);
+
+		if (map == NULL)
+			fail(EXIT_ERROR, "%s:%d:%d: %s", o.identity_map_file, jerr.line, jerr.column, jerr.text);
+		if (!json_is_object(map))
+			fail(EXIT_ERROR, "%s: an identity map is a JSON object {\"old\": \"new\", ...}",
+				 o.identity_map_file);
+		imp.identity_map = json_dumps(map, JSON_COMPACT);
+		json_decref(map);
+	}
+	if (!o.source_dsn && o.common.file && strcmp(o.common.file, "-") != 0 &&
+		(in = fopen(o.common.file, "r")) == NULL)
+		fail(EXIT_ERROR, "could not open \"%s\": %s", o.common.file, strerror(errno));
+	if (o.reject_file && (imp.reject = fopen(o.reject_file, "w")) == NULL)
+		fail(EXIT_ERROR, "could not open \"%s\" for writing: %s", o.reject_file, strerror(errno));
+
+	imp.conn = connect_db(&o.common);
+	/* times without a zone (Mastra's) are UTC */
+	exec_ok(&imp, "setting the time zone", "SET TimeZone = 'UTC'");
+	imp.started = imp.shown = now_seconds();
+	if (o.single_transaction)
+		begin_transaction(&imp);
+
+	if (strcmp(o.from, "convctx") == 0)
+	{
+		if (o.source_dsn)
+			fail(EXIT_ERROR, "--source-dsn reads another library's tables: use convctx import -f for a convctx.jsonl file");
+		import_convctx(&imp, in);
+	}
+	else
+		import_source(&imp, in);
+
+	flush_pending(&imp);
+	if (o.single_transaction)
+		exec_ok(&imp, "committing", "COMMIT");
+	if (imp.reject && fclose(imp.reject) != 0)
+		fail(EXIT_ERROR, "could not write to \"%s\": %s", o.reject_file, strerror(errno));
+	print_summary(&imp);
+	PQfinish(imp.conn);
+	return imp.rejected > 0 ? EXIT_REJECTED : EXIT_OK;
+}
