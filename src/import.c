@@ -66,6 +66,9 @@ typedef enum RecordType
 static const char *const record_type_names[REC_TYPES] = {
 	"session", "turn", "retrieval", "clarification", "summary", "context"
 };
+static const char *const record_type_plurals[REC_TYPES] = {
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts"
+};
 
 /* The keys each record type may have, "type" included. */
 static const char *const session_keys[] = {
@@ -1062,7 +1065,7 @@ AuditImport(text *tenant, ImportCounts *counts)
 	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
 	for (t = 0; t < REC_TYPES; t++)
 	{
-		JsonbPushKey(&details, psprintf("%ss", record_type_names[t]));
+		JsonbPushKey(&details, record_type_plurals[t]);
 		JsonbPushInt(&details, WJB_VALUE, counts->imported[t]);
 	}
 	JsonbPushKey(&details, "skipped");

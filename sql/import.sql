@@ -1,0 +1,215 @@
+-- import_records (0.5.0): convctx.jsonl records written back with their ids
+-- and times, under the rules of the API; administrators only.
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
+         convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification,
+         convctx.role_tenant;
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS import_admin, import_app, import_copy;
+RESET client_min_messages;
+CREATE ROLE import_admin IN ROLE convctx_admin;
+CREATE ROLE import_copy IN ROLE convctx_admin;
+CREATE ROLE import_app IN ROLE convctx_app;
+SELECT convctx.bind_role_tenant('import_admin', 'acme'), convctx.bind_role_tenant('import_app', 'acme'),
+       convctx.bind_role_tenant('import_copy', 'copy');
+SET TimeZone = 'UTC';
+
+-- acme: s1 linked to u1 with a corrected answer, a redacted turn, exact
+-- numbers, a retrieval, a clarification, a summary and a context; s2
+-- anonymous; c3 a context without a session row
+SET convctx.tenant = 'acme';
+SET convctx.metadata_allowlist = 'channel,locale';
+SELECT convctx.start_turn('s1', 'r1', 'Q1 with every plane: é 😀 𠀀 e' || chr(769) || ' שלום ' || chr(1114109),
+                          identity_id => 'u1', meta => '{"channel": "web", "locale": "fr"}') AS t1 \gset
+SELECT convctx.finalize_turn('s1', :'t1', 'A1');
+SELECT convctx.replace_turn('s1', :'t1', 'A1, corrected') AS t1v2 \gset
+SELECT convctx.start_turn('s1', 'r2', 'Q2, to be redacted') AS t2 \gset
+SELECT convctx.finalize_turn('s1', :'t2', 'A2');
+SELECT convctx.start_turn('s1', 'r3', 'Q3 "quoted" \ backslash') AS t3 \gset
+SELECT convctx.finalize_turn('s1', :'t3', 'A3');
+SELECT convctx.record_retrieval('s1', :'t3',
+    '[{"id": "c1", "text": "chunk", "score": 1.000000000000000005, "big": 12345678901234567890, "e": 1E6}]',
+    '[{"id": "c1"}]');
+SELECT convctx.record_clarification('s1', :'t3', '[{"question": "Which year?"}]', '{"year": "2024"}');
+SET ROLE import_admin;
+SELECT convctx.redact_turn('s1', :'t2');
+RESET ROLE;
+SET convctx.tenant = 'acme';
+SELECT convctx.set_summary('s1', 'They asked three things.', :'t3',
+                           (SELECT redactions FROM convctx.session WHERE session_id = 's1'));
+SELECT convctx.context_add('s1', ARRAY['n1', 'n2'], 'u1') IS NOT NULL AS context;
+SELECT convctx.start_turn('s2', 'r1', 'anonymous question') IS NOT NULL AS started;
+SELECT convctx.context_save('c3', '{"activeNodeIds": ["n9"]}', 'u1');
+DELETE FROM convctx.session WHERE session_id = 'c3';
+RESET convctx.tenant;
+
+CREATE TABLE pg_temp.src AS
+    SELECT * FROM convctx.export_records() WITH ORDINALITY AS x(record_type, line, n) WHERE false;
+GRANT SELECT, INSERT ON pg_temp.src TO PUBLIC;
+SET ROLE import_admin;
+INSERT INTO pg_temp.src SELECT * FROM convctx.export_records() WITH ORDINALITY;
+RESET ROLE;
+-- the stored rows of a tenant, to compare
+CREATE FUNCTION pg_temp.rows(tenant text) RETURNS TABLE (kind text, n bigint, digest text)
+LANGUAGE sql AS $$
+    SELECT 'session', count(*), md5(string_agg(row(session_id, identity_id, created_at, last_activity_at, last_turn_no,
+              live_turns, live_answers, summary_through_turn_no, redactions)::text, ',' ORDER BY session_id))
+      FROM convctx.session WHERE tenant_id = tenant
+    UNION ALL
+    SELECT 'link', count(*), md5(string_agg(row(session_id, identity_id, linked_at)::text, ',' ORDER BY session_id))
+      FROM convctx.session_link WHERE tenant_id = tenant
+    UNION ALL
+    SELECT 'turn', count(*), md5(string_agg((t.*)::text, ',' ORDER BY turn_id))
+      FROM (SELECT session_id, turn_id, turn_no, request_id, identity_id, created_at, finalized_at, pipeline_name,
+                   consultant, repository, translate_chat, question_neutral, answer_neutral, question_translated,
+                   answer_translated, answer_translated_is_fallback, metadata, record_version, replaced_by_turn_id,
+                   deleted_at, redaction
+              FROM convctx.turn WHERE tenant_id = tenant) t
+    UNION ALL
+    SELECT 'retrieval', count(*), md5(string_agg(row(session_id, turn_no, chunks::text, citations::text, recorded_at)::text, ','))
+      FROM convctx.turn_retrieval WHERE tenant_id = tenant
+    UNION ALL
+    SELECT 'clarification', count(*), md5(string_agg(row(session_id, turn_no, questions, inferred_context, recorded_at)::text, ','))
+      FROM convctx.clarification WHERE tenant_id = tenant
+    UNION ALL
+    SELECT 'summary', count(*), md5(string_agg(row(session_id, summary, through_turn_no, covered_messages, updated_at)::text, ','))
+      FROM convctx.session_summary WHERE tenant_id = tenant
+    UNION ALL
+    SELECT 'context', count(*), md5(string_agg(row(conversation_id, context_json, user_id, created_at, updated_at)::text, ',' ORDER BY conversation_id))
+      FROM convctx.conversation_context WHERE tenant_id = tenant
+$$;
+CREATE FUNCTION pg_temp.batch(VARIADIC lines text[]) RETURNS text[] LANGUAGE sql AS 'SELECT lines';
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pg_temp TO PUBLIC;
+
+-- Round trip: acme's records imported into tenant copy hold the same rows,
+-- every digit and character, and export the same lines.
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.src));
+RESET ROLE;
+SELECT a.kind, a.n, a.digest = c.digest AS same FROM pg_temp.rows('acme') a JOIN pg_temp.rows('copy') c USING (kind);
+SET ROLE import_copy;
+SELECT count(*) AS lines, count(*) FILTER (WHERE s.line = c.line) AS identical
+FROM pg_temp.src s JOIN convctx.export_records() WITH ORDINALITY AS c(record_type, line, n) USING (n);
+-- again: every key exists, so everything is skipped and nothing changes
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.src));
+-- on_conflict 'error' refuses the first record that exists, and writes nothing
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.src), 'error');
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.src), 'sometimes');
+RESET ROLE;
+SELECT action, details FROM convctx.audit_log WHERE tenant_id = 'copy' ORDER BY logged_at;
+
+-- Bad records: each refused with its SQLSTATE and the record it is, and
+-- nothing of the batch is written.
+\set VERBOSITY default
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}',
+    '{"type": "ticket", "session_id": "b1"}'));
+SELECT count(*) AS b1_written FROM convctx.sessions WHERE session_id = 'b1';
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "colour": "red"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "last_activity_at": "2026-01-01T00:00:00Z"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": 7, "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "yesterday-ish", "last_activity_at": "2026-01-01T00:00:00Z"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch('[1, 2]'));
+SELECT * FROM convctx.import_records(pg_temp.batch('{"type": "session", "session_id": "b1"'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1\u0000", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}'));
+\set VERBOSITY terse
+-- a turn outside its session's group; a turn_no that is not an integer
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1.5, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+-- a tombstone with text; a live turn without a question; a finalized turn without an answer
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "deleted_at": "2026-01-02T00:00:00Z", "question_neutral": "kept?"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "finalized_at": "2026-01-01T00:00:01Z", "question_neutral": "q"}'));
+-- duplicate keys in the batch: the same turn twice, the same request current twice
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 2, "request_id": "r2", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000002", "turn_no": 2, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+-- derived counts that do not match the turns
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z", "live_turns": 2}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z", "last_turn_no": 0}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+-- too long: a text over convctx.max_text_bytes, an id over 1024 bytes
+RESET ROLE;
+SET convctx.max_text_bytes = 100;
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "' || repeat('x', 101) || '"}']);
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "' || repeat('x', 1025) || '", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}']);
+RESET ROLE;
+RESET convctx.max_text_bytes;
+SELECT count(*) AS nothing_written FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 'b1';
+
+-- Identities: a session of another identity is refused as link_session
+-- refuses it (CV001), and the refusal is audited.
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "s1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "mallory", "linked_at": "2026-01-01T00:00:00Z"}'));
+RESET ROLE;
+SELECT action, session_id, identity_id FROM convctx.audit_log WHERE tenant_id = 'copy' AND action = 'link_refused';
+
+-- Anonymous sessions the next purge would delete are refused unless
+-- allowed, or given an identity; identity_map renames identities.
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "old", "created_at": "2020-01-01T00:00:00Z", "last_activity_at": "2020-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "old", "turn_id": "00000000-0000-0000-0000-000000000009", "turn_no": 1, "request_id": "r1", "created_at": "2020-01-01T00:00:00Z", "question_neutral": "old q"}'));
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "old", "created_at": "2020-01-01T00:00:00Z", "last_activity_at": "2020-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "old", "turn_id": "00000000-0000-0000-0000-000000000009", "turn_no": 1, "request_id": "r1", "created_at": "2020-01-01T00:00:00Z", "question_neutral": "old q"}'),
+    as_identity => 'alice') WHERE imported > 0;
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "old2", "created_at": "2020-01-01T00:00:00Z", "last_activity_at": "2020-01-01T00:00:00Z"}'),
+    allow_anonymous => true) WHERE imported > 0;
+SELECT * FROM convctx.import_records(pg_temp.batch(
+    '{"type": "session", "session_id": "mapped", "created_at": "2020-01-01T00:00:00Z", "last_activity_at": "2020-01-01T00:00:00Z", "identity_id": "old-user", "linked_at": "2020-01-01T00:00:00Z"}',
+    '{"type": "turn", "session_id": "mapped", "turn_id": "00000000-0000-0000-0000-00000000000a", "turn_no": 1, "request_id": "r1", "identity_id": "old-user", "created_at": "2020-01-01T00:00:00Z", "question_neutral": "q", "metadata": {"channel": "web", "secret": "x"}}'),
+    identity_map => '{"old-user": "new-user"}');
+SELECT * FROM convctx.import_records(pg_temp.batch('{}'), identity_map => '{"a": 1}');
+RESET ROLE;
+SELECT s.session_id, s.identity_id, l.identity_id AS linked, s.live_turns,
+       (SELECT array_agg(DISTINCT t.identity_id) FROM convctx.turn t WHERE t.tenant_id = s.tenant_id AND t.session_id = s.session_id) AS turn_identities,
+       (SELECT array_agg(t.metadata) FROM convctx.turn t WHERE t.tenant_id = s.tenant_id AND t.session_id = s.session_id) AS metadata
+FROM convctx.session s LEFT JOIN convctx.session_link l USING (tenant_id, session_id)
+WHERE s.tenant_id = 'copy' AND s.session_id IN ('old', 'old2', 'mapped') ORDER BY 1;
+
+-- Only administrators; an app role cannot import.
+SET ROLE import_app;
+SELECT * FROM convctx.import_records(pg_temp.batch('{}'));
+RESET ROLE;
+-- read-only transactions refuse it before reading anything
+BEGIN READ ONLY;
+SELECT * FROM convctx.import_records(NULL);
+ROLLBACK;
+
+SELECT convctx.unbind_role_tenant('import_admin'), convctx.unbind_role_tenant('import_app'),
+       convctx.unbind_role_tenant('import_copy');
+DROP ROLE import_admin, import_app, import_copy;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
+         convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
+RESET convctx.metadata_allowlist;
+RESET TimeZone;
