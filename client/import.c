@@ -618,8 +618,8 @@ print_summary(Importer *imp)
 		fprintf(stderr, "%s: dropped %lld metadata keys that convctx.metadata_allowlist does not allow\n",
 				progname, imp->metadata_keys_dropped);
 	for (t = 0; t < imp->ndropped; t++)
-		fprintf(stderr, "%s: not imported: %lld %s\n", progname, imp->dropped_counts[t],
-				imp->dropped_names[t]);
+		fprintf(stderr, "%s: not imported: %s: %lld\n", progname, imp->dropped_names[t],
+				imp->dropped_counts[t]);
 	if (imp->rejected > 0)
 		fprintf(stderr, "%s: rejected %lld conversation%s%s%s\n", progname, imp->rejected,
 				imp->rejected == 1 ? "" : "s",

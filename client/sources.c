@@ -323,7 +323,7 @@ emit_conversation(Importer *imp, Conversation *c)
 		else if (strcmp(m->role, "assistant") == 0 || strcmp(m->role, "ai") == 0)
 		{
 			if (m->text == NULL || m->text[0] == '\0')
-				importer_count_dropped(imp, "assistant messages without text (tool calls)", 1);
+				importer_count_dropped(imp, "assistant messages without text", 1);
 			else if (!t.open)
 				importer_count_dropped(imp, "assistant messages before any question", 1);
 			else
@@ -383,6 +383,14 @@ content_text(Importer *imp, json_t *content)
 
 		if (json_is_string(block))
 			value = block;
+		else if (type && (strcmp(type, "tool-invocation") == 0 || strcmp(type, "tool_use") == 0 ||
+						  strcmp(type, "tool_result") == 0 || strcmp(type, "function_call") == 0))
+		{
+			importer_count_dropped(imp, "tool calls", 1);
+			continue;
+		}
+		else if (type && strcmp(type, "step-start") == 0)
+			continue;			/* a marker between the steps of a Mastra answer */
 		else if (type == NULL || !(strcmp(type, "text") == 0 || strcmp(type, "input_text") == 0 ||
 									 strcmp(type, "output_text") == 0))
 			value = NULL;
@@ -663,6 +671,750 @@ import_openai_items(Importer *imp, FILE *in)
 	free(r.line);
 }
 
+/*
+ * Table sources: rows of a library's tables, as JSON objects
+ */
+
+typedef struct Row
+{
+	json_t	   *v;
+	long		lineno;			/* line in the file, or row number of the query */
+	long		seq;			/* order read */
+} Row;
+
+typedef struct RowList
+{
+	Row		   *rows;
+	size_t		n;
+	size_t		cap;
+} RowList;
+
+static void
+rows_add(RowList *l, json_t *v, long lineno)
+{
+	if (l->n == l->cap)
+	{
+		l->cap = l->cap ? l->cap * 2 : 256;
+		l->rows = realloc(l->rows, l->cap * sizeof(Row));
+		if (l->rows == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	l->rows[l->n].v = v;
+	l->rows[l->n].lineno = lineno;
+	l->rows[l->n].seq = (long) l->n;
+	l->n++;
+}
+
+static void
+rows_free(RowList *l)
+{
+	size_t		i;
+
+	for (i = 0; i < l->n; i++)
+		json_decref(l->rows[i].v);
+	free(l->rows);
+	memset(l, 0, sizeof(*l));
+}
+
+/*
+ * Every row of the file: one JSON object a line. A line that is not one
+ * stops the import (a file of rows has no conversations to tell apart
+ * before it is read).
+ */
+static void
+rows_from_file(Importer *imp, FILE *in, RowList *all)
+{
+	LineReader	r = {in, NULL, 0, 0};
+	json_t	   *v;
+	bool		bad;
+
+	for (;;)
+	{
+		v = next_json(imp, &r, &bad);
+		if (bad)
+			importer_abort(imp);
+		if (v == NULL)
+			break;
+		if (!json_is_object(v))
+		{
+			source_error(imp, r.lineno, NULL, "a row must be a JSON object (SELECT row_to_json(t) FROM table t)");
+			importer_abort(imp);
+		}
+		rows_add(all, v, r.lineno);
+	}
+	free(r.line);
+}
+
+/* The rows a query of the source database returns (one json text column). */
+static void
+rows_from_query(Importer *imp, PGconn *src, const char *what, const char *sql, RowList *all)
+{
+	PGresult   *res = PQexec(src, sql);
+	int			i;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		fail(PQstatus(src) == CONNECTION_OK ? EXIT_ERROR : EXIT_CONNECTION,
+			 "reading %s from the source database: %s", what, PQerrorMessage(src));
+	for (i = 0; i < PQntuples(res); i++)
+	{
+		json_error_t jerr;
+		json_t	   *v = json_loads(PQgetvalue(res, i, 0), JSON_DECODE_INT_AS_REAL, &jerr);
+
+		if (v == NULL)
+			fail(EXIT_ERROR, "reading %s: row %d: %s", what, i + 1, jerr.text);
+		rows_add(all, v, 0);
+	}
+	PQclear(res);
+}
+
+/* Connect to the library's database (--source-dsn): a connection string. */
+static PGconn *
+connect_source(Importer *imp)
+{
+	PGconn	   *src = PQconnectdb(imp->o->source_dsn);
+
+	if (PQstatus(src) != CONNECTION_OK)
+		fail(EXIT_CONNECTION, "could not connect to the source database: %s", PQerrorMessage(src));
+	/* one snapshot of the source, and times in UTC */
+	PQclear(PQexec(src, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+	PQclear(PQexec(src, "SET LOCAL TimeZone = 'UTC'"));
+	return src;
+}
+
+/* schema.table, quoted for SQL. */
+static char *
+qualified_table(PGconn *src, const char *schema, const char *table)
+{
+	char	   *qs = PQescapeIdentifier(src, schema ? schema : "public", strlen(schema ? schema : "public"));
+	char	   *qt = PQescapeIdentifier(src, table, strlen(table));
+	char	   *q = xsprintf("%s.%s", qs, qt);
+
+	PQfreemem(qs);
+	PQfreemem(qt);
+	return q;
+}
+
+/* A row's key as text: a string, or a number (a serial id). */
+static char *
+key_text(json_t *v)
+{
+	if (json_is_string(v))
+		return xstrdup(json_string_value(v));
+	if (json_is_number(v))
+		return xsprintf("%.0f", json_number_value(v));
+	return NULL;
+}
+
+static const char *sort_key;	/* the key rows_sort orders by */
+
+static int
+row_cmp(const void *a, const void *b)
+{
+	const Row  *ra = a;
+	const Row  *rb = b;
+	const char *ka = json_string_value(json_object_get(ra->v, sort_key));
+	const char *kb = json_string_value(json_object_get(rb->v, sort_key));
+	int			c = strcmp(ka ? ka : "", kb ? kb : "");
+
+	if (c != 0)
+		return c;
+	return ra->seq < rb->seq ? -1 : ra->seq > rb->seq;
+}
+
+/* Order rows by conversation, keeping the source's order within each. */
+static void
+rows_sort(RowList *l, const char *key)
+{
+	sort_key = key;
+	qsort(l->rows, l->n, sizeof(Row), row_cmp);
+}
+
+static char *
+where_of(Importer *imp, Row *r, const char *table, const char *id)
+{
+	return r->lineno > 0 ? xsprintf("%s:%ld", imp->input_name, r->lineno)
+		: xsprintf("%s %s", table, id ? id : "?");
+}
+
+/*
+ * --from=langchain: the rows of PostgresChatMessageHistory's table, in
+ * either shape: langchain-postgres (Python) {"type", "data": {"content",
+ * "id", ...}} with created_at, or @langchain/community (JS)
+ * {"type", "content", ...} without a time. Rows of a session in id order.
+ */
+static const char *
+langchain_role(const char *type, json_t *data)
+{
+	if (strcmp(type, "human") == 0)
+		return "user";
+	if (strcmp(type, "ai") == 0 || strcmp(type, "AIMessageChunk") == 0)
+		return "assistant";
+	if (strcmp(type, "chat") == 0 && json_is_string(json_object_get(data, "role")))
+		return json_string_value(json_object_get(data, "role"));
+	return type;				/* system, tool, function, ... */
+}
+
+static void
+import_langchain(Importer *imp, FILE *in, bool js)
+{
+	RowList		rows = {0};
+	size_t		i = 0;
+	const char *table = imp->o->source_table ? imp->o->source_table
+		: (js ? "langchain_chat_histories" : "chat_history");
+
+	if (imp->o->source_dsn)
+	{
+		PGconn	   *src = connect_source(imp);
+		char	   *q = qualified_table(src, imp->o->source_schema, table);
+		char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t"
+								   " ORDER BY t.session_id, t.id", q);
+
+		rows_from_query(imp, src, table, sql, &rows);
+		PQfinish(src);
+		free(sql);
+		free(q);
+	}
+	else
+	{
+		rows_from_file(imp, in, &rows);
+		rows_sort(&rows, "session_id");
+	}
+
+	while (i < rows.n)
+	{
+		char	   *sid = key_text(json_object_get(rows.rows[i].v, "session_id"));
+		char	   *where;
+		Conversation *c;
+		bool		bad = false;
+
+		if (sid == NULL)
+		{
+			char	   *id = key_text(json_object_get(rows.rows[i].v, "id"));
+
+			source_error(imp, rows.rows[i].lineno, NULL, "a row of %s without a session_id (id %s)",
+						 table, id ? id : "?");
+			free(id);
+			reject_source(imp, NULL, rows.rows[i].lineno, NULL);
+			i++;
+			continue;
+		}
+		where = where_of(imp, &rows.rows[i], table, sid);
+		c = conversation_new(sid, where);
+		free(where);
+		for (; i < rows.n; i++)
+		{
+			json_t	   *row = rows.rows[i].v;
+			char	   *this_sid = key_text(json_object_get(row, "session_id"));
+			char	   *row_id = key_text(json_object_get(row, "id"));
+			json_t	   *message = json_object_get(row, "message");
+			json_t	   *data;
+			const char *type;
+			char	   *text;
+			char	   *request_id;
+			const char *msg_id;
+			bool		same = this_sid && strcmp(this_sid, sid) == 0;
+
+			free(this_sid);
+			if (!same)
+			{
+				free(row_id);
+				break;
+			}
+			if (bad)
+			{
+				free(row_id);
+				continue;
+			}
+			/* Python: {"type", "data": {...}}; JS: {"type", "content", ...} */
+			data = json_is_object(json_object_get(message, "data")) ? json_object_get(message, "data") : message;
+			type = json_string_value(json_object_get(message, "type"));
+			if (!json_is_object(message) || type == NULL)
+			{
+				source_error(imp, rows.rows[i].lineno, NULL,
+							 "a message of session \"%s\" without a \"type\" (%s id %s)",
+							 sid, table, row_id ? row_id : "?");
+				bad = true;
+				free(row_id);
+				continue;
+			}
+			if (!json_is_string(json_object_get(data, "content")) && !json_is_array(json_object_get(data, "content")))
+			{
+				source_error(imp, rows.rows[i].lineno, NULL,
+							 "a %s message of session \"%s\" without a string or array \"content\" (%s id %s)",
+							 type, sid, table, row_id ? row_id : "?");
+				bad = true;
+				free(row_id);
+				continue;
+			}
+			text = content_text(imp, json_object_get(data, "content"));
+			msg_id = json_string_value(json_object_get(data, "id"));
+			request_id = msg_id ? xstrdup(msg_id) : xsprintf("lc:%s", row_id ? row_id : "?");
+			if (strcmp(type, "ai") == 0 && json_array_size(json_object_get(data, "tool_calls")) > 0)
+				importer_count_dropped(imp, "tool calls", json_array_size(json_object_get(data, "tool_calls")));
+			conversation_add(c, langchain_role(type, data), text, request_id,
+							 json_string_value(json_object_get(row, "created_at")), rows.rows[i].lineno);
+			free(text);
+			free(request_id);
+			free(row_id);
+		}
+		if (bad)
+		{
+			char		w[64];
+			Group	   *g;
+
+			snprintf(w, sizeof(w), "%s", c->where);
+			g = group_new(sid, w);
+			conversation_free(c);
+			importer_reject(imp, g);
+		}
+		else
+			emit_conversation(imp, c);
+		free(sid);
+	}
+	rows_free(&rows);
+}
+
+/*
+ * --from=mastra: @mastra/pg's mastra_threads (a conversation each, its
+ * resourceId the identity) and mastra_messages. Content is read by the
+ * message's type: v2 {"format": 2, "parts": [...]} (text parts joined),
+ * text (a plain string), and older tool-call / tool-result rows (counted).
+ * Times: "createdAt", a timestamp without time zone that Mastra writes in
+ * UTC ("createdAtZ" holds the time of an upgrade on older rows).
+ */
+static char *
+mastra_text(Importer *imp, const char *type, const char *content, bool *bad)
+{
+	json_t	   *v;
+	json_t	   *parts;
+	char	   *text;
+
+	*bad = false;
+	if (type == NULL || strcmp(type, "text") == 0)
+		return xstrdup(content);
+	if (strcmp(type, "tool-call") == 0 || strcmp(type, "tool-result") == 0)
+	{
+		importer_count_dropped(imp, "tool calls", 1);
+		return NULL;
+	}
+	if (strcmp(type, "v2") != 0)
+	{
+		*bad = true;
+		return NULL;
+	}
+	v = json_loads(content, JSON_DECODE_INT_AS_REAL, NULL);
+	parts = json_object_get(v, "parts");
+	if (!json_is_object(v) || json_number_value(json_object_get(v, "format")) != 2 || !json_is_array(parts))
+	{
+		json_decref(v);
+		*bad = true;
+		return NULL;
+	}
+	text = content_text(imp, parts);
+	json_decref(v);
+	return text;
+}
+
+static void
+import_mastra(Importer *imp, FILE *in)
+{
+	RowList		rows = {0};
+	RowList		threads = {0};
+	RowList		messages = {0};
+	size_t		i;
+	size_t		m = 0;
+
+	if (imp->o->source_dsn)
+	{
+		PGconn	   *src = connect_source(imp);
+		char	   *qt = qualified_table(src, imp->o->source_schema, "mastra_threads");
+		char	   *qm = qualified_table(src, imp->o->source_schema, "mastra_messages");
+		char	   *sql;
+
+		sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t ORDER BY t.id", qt);
+		rows_from_query(imp, src, "mastra_threads", sql, &threads);
+		free(sql);
+		sql = xsprintf("SELECT pg_catalog.row_to_json(m)::pg_catalog.text FROM %s m"
+					   " ORDER BY m.thread_id, m.\"createdAt\", m.id", qm);
+		rows_from_query(imp, src, "mastra_messages", sql, &messages);
+		free(sql);
+		free(qt);
+		free(qm);
+		PQfinish(src);
+	}
+	else
+	{
+		/* a file of both tables' rows: threads have a title, messages a thread_id */
+		rows_from_file(imp, in, &rows);
+		for (i = 0; i < rows.n; i++)
+		{
+			json_incref(rows.rows[i].v);
+			if (json_object_get(rows.rows[i].v, "thread_id"))
+				rows_add(&messages, rows.rows[i].v, rows.rows[i].lineno);
+			else
+				rows_add(&threads, rows.rows[i].v, rows.rows[i].lineno);
+		}
+		rows_free(&rows);
+		rows_sort(&threads, "id");
+		rows_sort(&messages, "thread_id");
+	}
+
+	for (i = 0; i < threads.n; i++)
+	{
+		json_t	   *t = threads.rows[i].v;
+		const char *tid = json_string_value(json_object_get(t, "id"));
+		char	   *where;
+		Conversation *c;
+		bool		bad = false;
+
+		if (tid == NULL)
+		{
+			source_error(imp, threads.rows[i].lineno, NULL, "a row of mastra_threads without an id");
+			reject_source(imp, NULL, threads.rows[i].lineno, NULL);
+			continue;
+		}
+		where = where_of(imp, &threads.rows[i], "mastra_threads", tid);
+		c = conversation_new(tid, where);
+		free(where);
+		c->identity = xstrdup(json_string_value(json_object_get(t, "resourceId")));
+		c->created_at = xstrdup(json_string_value(json_object_get(t, "createdAt")));
+		c->updated_at = xstrdup(json_string_value(json_object_get(t, "updatedAt")));
+		if (json_string_length(json_object_get(t, "title")) > 0)
+			importer_count_dropped(imp, "thread titles", 1);
+		/* messages of threads that come before this one have no thread */
+		while (m < messages.n)
+		{
+			const char *mt = json_string_value(json_object_get(messages.rows[m].v, "thread_id"));
+
+			if (mt == NULL || strcmp(mt, tid) >= 0)
+				break;
+			importer_count_dropped(imp, "messages of threads that do not exist", 1);
+			m++;
+		}
+		for (; m < messages.n; m++)
+		{
+			json_t	   *row = messages.rows[m].v;
+			const char *mt = json_string_value(json_object_get(row, "thread_id"));
+			const char *role = json_string_value(json_object_get(row, "role"));
+			const char *type = json_string_value(json_object_get(row, "type"));
+			const char *content = json_string_value(json_object_get(row, "content"));
+			const char *mid = json_string_value(json_object_get(row, "id"));
+			char	   *text;
+			bool		unknown;
+
+			if (mt == NULL || strcmp(mt, tid) != 0)
+				break;
+			if (bad)
+				continue;
+			if (role == NULL || content == NULL)
+			{
+				source_error(imp, messages.rows[m].lineno, NULL,
+							 "a message of thread \"%s\" without a role or content (mastra_messages id %s)",
+							 tid, mid ? mid : "?");
+				bad = true;
+				continue;
+			}
+			text = mastra_text(imp, type, content, &unknown);
+			if (unknown)
+			{
+				source_error(imp, messages.rows[m].lineno, NULL,
+							 "a message of thread \"%s\" in a content format this tool does not read: type \"%s\" (mastra_messages id %s)",
+							 tid, type ? type : "", mid ? mid : "?");
+				bad = true;
+				continue;
+			}
+			conversation_add(c, role, text, mid, json_string_value(json_object_get(row, "createdAt")),
+							 messages.rows[m].lineno);
+			free(text);
+		}
+		if (bad)
+		{
+			Group	   *g = group_new(tid, c->where);
+
+			conversation_free(c);
+			importer_reject(imp, g);
+		}
+		else
+			emit_conversation(imp, c);
+	}
+	if (m < messages.n)
+		importer_count_dropped(imp, "messages of threads that do not exist", (long long) (messages.n - m));
+	rows_free(&threads);
+	rows_free(&messages);
+}
+
+/*
+ * --from=langgraph-js: the checkpoints of @langchain/langgraph-checkpoint-
+ * postgres (JS), whose blobs are JSON. A thread's conversation is the
+ * messages channel of its newest checkpoint (namespace ''); a message's
+ * time is the ts of the first checkpoint that holds it. Subgraph
+ * namespaces, and messages removed before the newest checkpoint, are not
+ * imported (counted).
+ */
+
+/* The bytes of a bytea printed in hex ("\\x..."), NUL-terminated. */
+static char *
+bytea_text(const char *hex)
+{
+	size_t		n;
+	char	   *out;
+	size_t		i;
+
+	if (hex == NULL || strncmp(hex, "\\x", 2) != 0)
+		return NULL;
+	hex += 2;
+	n = strlen(hex) / 2;
+	out = malloc(n + 1);
+	if (out == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	for (i = 0; i < n; i++)
+	{
+		unsigned int b;
+
+		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+		{
+			free(out);
+			return NULL;
+		}
+		out[i] = (char) b;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/* The role of a serialized LangChain message, by its class. */
+static const char *
+lc_class_role(json_t *msg)
+{
+	json_t	   *id = json_object_get(msg, "id");
+	const char *cls = json_string_value(json_array_get(id, json_array_size(id) - 1));
+
+	if (cls == NULL)
+		return NULL;
+	if (strcmp(cls, "HumanMessage") == 0 || strcmp(cls, "HumanMessageChunk") == 0)
+		return "user";
+	if (strcmp(cls, "AIMessage") == 0 || strcmp(cls, "AIMessageChunk") == 0)
+		return "assistant";
+	if (strcmp(cls, "SystemMessage") == 0)
+		return "system";
+	if (strcmp(cls, "ToolMessage") == 0 || strcmp(cls, "FunctionMessage") == 0)
+		return "tool";
+	return "other";
+}
+
+/* The decoded messages blob (a JSON array) of version of thread, or NULL. */
+static json_t *
+langgraph_blob(RowList *blobs, const char *thread, const char *version, bool *undecodable)
+{
+	size_t		i;
+
+	*undecodable = false;
+	for (i = 0; i < blobs->n; i++)
+	{
+		json_t	   *b = blobs->rows[i].v;
+		const char *bt = json_string_value(json_object_get(b, "thread_id"));
+		const char *bv = json_string_value(json_object_get(b, "version"));
+		const char *type = json_string_value(json_object_get(b, "type"));
+		char	   *text;
+		json_t	   *v;
+
+		if (!bt || !bv || strcmp(bt, thread) != 0 || strcmp(bv, version) != 0)
+			continue;
+		if (type && strcmp(type, "empty") == 0)
+			return json_array();
+		if (!type || strcmp(type, "json") != 0)
+		{
+			*undecodable = true;	/* msgpack, pickle: written by the Python saver */
+			return NULL;
+		}
+		text = bytea_text(json_string_value(json_object_get(b, "blob")));
+		v = text ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+		if (!json_is_array(v))
+		{
+			json_decref(v);
+			*undecodable = true;
+			return NULL;
+		}
+		return v;
+	}
+	return NULL;
+}
+
+/* The version of the messages channel of a checkpoint, as text, or NULL. */
+static char *
+messages_version(json_t *checkpoint)
+{
+	return key_text(json_object_get(json_object_get(json_object_get(checkpoint, "checkpoint"),
+													 "channel_versions"), "messages"));
+}
+
+static void
+import_langgraph(Importer *imp, FILE *in)
+{
+	RowList		rows = {0};
+	RowList		checkpoints = {0};
+	RowList		blobs = {0};
+	size_t		i;
+	size_t		start;
+
+	if (imp->o->source_dsn)
+	{
+		PGconn	   *src = connect_source(imp);
+		char	   *qc = qualified_table(src, imp->o->source_schema, "checkpoints");
+		char	   *qb = qualified_table(src, imp->o->source_schema, "checkpoint_blobs");
+		char	   *sql;
+
+		sql = xsprintf("SELECT pg_catalog.row_to_json(c)::pg_catalog.text FROM %s c"
+					   " ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id", qc);
+		rows_from_query(imp, src, "checkpoints", sql, &checkpoints);
+		free(sql);
+		sql = xsprintf("SELECT pg_catalog.row_to_json(b)::pg_catalog.text FROM %s b"
+					   " WHERE b.channel = 'messages' AND b.checkpoint_ns = ''", qb);
+		rows_from_query(imp, src, "checkpoint_blobs", sql, &blobs);
+		free(sql);
+		free(qc);
+		free(qb);
+		PQfinish(src);
+	}
+	else
+	{
+		/* a file of both tables' rows: checkpoints have a checkpoint, blobs a blob */
+		rows_from_file(imp, in, &rows);
+		for (i = 0; i < rows.n; i++)
+		{
+			json_t	   *v = rows.rows[i].v;
+
+			json_incref(v);
+			if (json_object_get(v, "checkpoint"))
+				rows_add(&checkpoints, v, rows.rows[i].lineno);
+			else if (json_object_get(v, "blob") && json_object_get(v, "task_id") == NULL &&
+					 json_is_string(json_object_get(v, "channel")) &&
+					 strcmp(json_string_value(json_object_get(v, "channel")), "messages") == 0)
+				rows_add(&blobs, v, rows.rows[i].lineno);
+			else
+				json_decref(v);	/* other channels, pending writes */
+		}
+		rows_free(&rows);
+		rows_sort(&checkpoints, "thread_id");
+	}
+
+	for (start = 0; start < checkpoints.n;)
+	{
+		const char *thread = json_string_value(json_object_get(checkpoints.rows[start].v, "thread_id"));
+		size_t		end;
+		json_t	   *first_ts = json_object();	/* message id -> ts of its first checkpoint */
+		json_t	   *newest = NULL;
+		const char *newest_ts = NULL;
+		const char *newest_id = NULL;
+		long		newest_line = 0;
+		bool		undecodable = false;
+		char	   *where;
+		Conversation *c;
+
+		if (thread == NULL)
+		{
+			source_error(imp, checkpoints.rows[start].lineno, NULL, "a checkpoint without a thread_id");
+			importer_abort(imp);
+		}
+		for (end = start; end < checkpoints.n; end++)
+		{
+			json_t	   *cp = checkpoints.rows[end].v;
+			const char *t = json_string_value(json_object_get(cp, "thread_id"));
+			const char *ns = json_string_value(json_object_get(cp, "checkpoint_ns"));
+			const char *cid = json_string_value(json_object_get(cp, "checkpoint_id"));
+			const char *ts = json_string_value(json_object_get(json_object_get(cp, "checkpoint"), "ts"));
+			char	   *version;
+			json_t	   *msgs;
+			json_t	   *msg;
+			size_t		k;
+			bool		bad_blob;
+
+			if (t == NULL || strcmp(t, thread) != 0)
+				break;
+			if (ns && ns[0] != '\0')
+			{
+				importer_count_dropped(imp, "checkpoints of subgraphs", 1);
+				continue;
+			}
+			version = messages_version(cp);
+			if (version == NULL)
+				continue;
+			msgs = langgraph_blob(&blobs, thread, version, &bad_blob);
+			free(version);
+			if (bad_blob)
+				undecodable = true;
+			if (msgs == NULL)
+				continue;
+			json_array_foreach(msgs, k, msg)
+			{
+				const char *mid = json_string_value(json_object_get(json_object_get(msg, "kwargs"), "id"));
+
+				if (mid && ts && json_object_get(first_ts, mid) == NULL)
+					json_object_set_new(first_ts, mid, json_string(ts));
+			}
+			/* checkpoint ids are time-ordered (uuid6): the last is the newest */
+			if (newest_id == NULL || (cid && strcmp(cid, newest_id) > 0))
+			{
+				json_decref(newest);
+				newest = msgs;
+				newest_id = cid;
+				newest_ts = ts;
+				newest_line = checkpoints.rows[end].lineno;
+			}
+			else
+				json_decref(msgs);
+		}
+		if (undecodable)
+		{
+			source_error(imp, checkpoints.rows[start].lineno, thread,
+						 "thread \"%s\" has messages blobs that are not JSON (written by the Python saver, "
+						 "as msgpack): this tool reads the JS saver's JSON blobs", thread);
+			json_decref(newest);
+			json_decref(first_ts);
+			reject_source(imp, thread, checkpoints.rows[start].lineno, NULL);
+			start = end;
+			continue;
+		}
+		where = where_of(imp, &checkpoints.rows[start], "checkpoints", thread);
+		c = conversation_new(thread, where);
+		free(where);
+		if (newest)
+		{
+			size_t		k;
+			json_t	   *msg;
+
+			json_array_foreach(newest, k, msg)
+			{
+				json_t	   *kwargs = json_object_get(msg, "kwargs");
+				const char *mid = json_string_value(json_object_get(kwargs, "id"));
+				const char *role = lc_class_role(msg);
+				const char *ts = mid ? json_string_value(json_object_get(first_ts, mid)) : NULL;
+				char	   *text;
+
+				if (role == NULL)
+				{
+					source_error(imp, newest_line, thread,
+								 "message %zu of thread \"%s\" is not a serialized LangChain message", k + 1, thread);
+					importer_count_dropped(imp, "messages that are not LangChain messages", 1);
+					continue;
+				}
+				if (strcmp(role, "assistant") == 0 && json_array_size(json_object_get(kwargs, "tool_calls")) > 0)
+					importer_count_dropped(imp, "tool calls", json_array_size(json_object_get(kwargs, "tool_calls")));
+				text = content_text(imp, json_object_get(kwargs, "content"));
+				conversation_add(c, role, text, mid, ts ? ts : newest_ts, newest_line);
+				free(text);
+			}
+		}
+		json_decref(newest);
+		json_decref(first_ts);
+		emit_conversation(imp, c);
+		start = end;
+	}
+	rows_free(&checkpoints);
+	rows_free(&blobs);
+}
+
 void
 import_source(Importer *imp, FILE *in)
 {
@@ -672,10 +1424,21 @@ import_source(Importer *imp, FILE *in)
 	import_start = ts.tv_sec;
 	import_start_usec = ts.tv_nsec / 1000;
 
+	if (imp->o->source_dsn && (strcmp(imp->o->from, "messages") == 0 ||
+							   strcmp(imp->o->from, "openai-items") == 0))
+		fail(EXIT_ERROR, "--source-dsn reads a library's tables: --from=%s reads a file", imp->o->from);
 	if (strcmp(imp->o->from, "messages") == 0)
 		import_messages(imp, in);
 	else if (strcmp(imp->o->from, "openai-items") == 0)
 		import_openai_items(imp, in);
+	else if (strcmp(imp->o->from, "langchain") == 0)
+		import_langchain(imp, in, false);
+	else if (strcmp(imp->o->from, "langchain-js") == 0)
+		import_langchain(imp, in, true);
+	else if (strcmp(imp->o->from, "mastra") == 0)
+		import_mastra(imp, in);
+	else if (strcmp(imp->o->from, "langgraph-js") == 0)
+		import_langgraph(imp, in);
 	else
 		fail(EXIT_ERROR, "unknown source \"%s\" (convctx, messages, openai-items, langchain, "
 			 "langchain-js, mastra, langgraph-js)", imp->o->from);

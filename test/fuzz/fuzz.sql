@@ -27,6 +27,8 @@ CREATE SCHEMA fuzz;
 --                    another tenant, unknown, ...)
 --   limit batch      integers; bool; nodes (text[] of node ids); role (regrole)
 --   time             a timestamptz given as text, cast in the call
+--   records          a batch of convctx.jsonl records (import_records): a
+--                    session and its turns, one line damaged when hostile
 --   j:ROLE           jsonb with a known shape: ctx nodes meta chunks citations
 --                    questions inferred answers state history labels clar
 -- allowed: the README's Errors table read for the routine's arguments
@@ -45,6 +47,8 @@ CREATE TABLE fuzz.spec (
 INSERT INTO fuzz.spec VALUES
   ('convctx.current_tenant()', '{}', '{54000}'),
   ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
+  ('convctx.import_records(text[],text,boolean,text,jsonb)',
+   '{records,content,bool,iid,j:idmap}', '{22004,22023,22P02,22P04,22P05,22007,22008,22003,23505,54000,CV001}'),
   ('convctx.export_records(text,text,timestamp with time zone,timestamp with time zone)',
    '{sid,iid,time,time}', '{22023,54000,22007,22008}'),
   ('convctx.export_messages(text,text,timestamp with time zone,timestamp with time zone)',
@@ -401,6 +405,11 @@ BEGIN
     END LOOP;
 
     -- Well-shaped jsonb of each argument role ---------------------------------
+    FOREACH s IN ARRAY ARRAY[$${}$$, $${"u0": "u1"}$$, $${"u1": "u0", "u2": "someone else"}$$,
+                             $${"u0": 1}$$, $${"": "x"}$$]
+    LOOP
+        PERFORM fuzz.add('jsonb', 'idmap', quote_literal(s) || '::jsonb');
+    END LOOP;
     FOREACH s IN ARRAY ARRAY[
         $${"activeNodeIds": []}$$, $${"activeNodeIds": ["n1", "n2", "n3"]}$$,
         $${"activeNodeIds": ["n2"], "flags": {"crossBorder": true}, "other": [1, 2]}$$,
@@ -769,6 +778,7 @@ DECLARE
     us uuid[];
     bs boolean[];
     arr text[];
+    rec_i int;
     rv regrole;
     argx text[];
     kind text;
@@ -969,6 +979,41 @@ BEGIN
                                           [1 + floor(random() * 9)::int];
                     END IF;
                     argx[p] := coalesce(is_[slot - 14]::text, 'NULL');
+
+                ELSIF kind = 'records' THEN
+                    -- a session (of an identity, or anonymous and active now) and its
+                    -- turns, with hostile texts; hostile: one line damaged
+                    sval := 'imp-' || coalesce(left(sid, 40), 'x') || '-' || floor(random() * 20)::int;
+                    arr := ARRAY[jsonb_build_object('type', 'session', 'session_id', sval,
+                        'identity_id', CASE WHEN random() < 0.7 THEN iids[1 + floor(random() * 3)::int] END,
+                        'created_at', now(), 'last_activity_at', now())::text];
+                    IF random() < 0.7 THEN
+                        arr[1] := (arr[1]::jsonb || jsonb_build_object('linked_at',
+                            CASE WHEN arr[1]::jsonb ->> 'identity_id' IS NOT NULL THEN now() END))::text;
+                    END IF;
+                    FOR rec_i IN 1..floor(random() * 4)::int LOOP
+                        arr := arr || jsonb_build_object('type', 'turn', 'session_id', sval,
+                            'turn_id', gen_random_uuid(), 'turn_no', rec_i, 'request_id', 'r' || rec_i,
+                            'created_at', now(), 'question_neutral', tv[fuzz.pick(tmap, 'hostile')],
+                            'finalized_at', CASE WHEN random() < 0.5 THEN now() END,
+                            'answer_neutral', tv[fuzz.pick(tmap, 'hostile')])::text;
+                    END LOOP;
+                    IF NOT (valid OR r >= hostile) THEN
+                        idx := 1 + floor(random() * cardinality(arr))::int;
+                        arr[idx] := CASE floor(random() * 7)::int
+                            WHEN 0 THEN left(arr[idx], floor(random() * length(arr[idx]))::int)
+                            WHEN 1 THEN (arr[idx]::jsonb || jsonb_build_object('turn_no', tv[fuzz.pick(tmap, 'hostile')]))::text
+                            WHEN 2 THEN tv[fuzz.pick(tmap, 'hostile')]
+                            WHEN 3 THEN (arr[idx]::jsonb || '{"extra": 1}')::text
+                            WHEN 4 THEN (arr[idx]::jsonb - 'created_at')::text
+                            WHEN 5 THEN (arr[idx]::jsonb || jsonb_build_object('created_at', tv[fuzz.pick(tmap, 'hostile')],
+                                                                               'type', tv[fuzz.pick(tmap, 'hostile')]))::text
+                            ELSE replace(arr[idx], '"q', '"\u0000') END;
+                        IF random() < 0.1 THEN
+                            arr := CASE WHEN random() < 0.5 THEN NULL ELSE arr || ARRAY[NULL::text] END;
+                        END IF;
+                    END IF;
+                    argx[p] := coalesce(quote_literal(arr::text) || '::text[]', 'NULL');
 
                 ELSIF kind = 'bool' THEN
                     IF valid OR r >= hostile THEN

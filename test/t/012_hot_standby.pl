@@ -132,6 +132,7 @@ my %writers = (
     bind_role_tenant => [ 'admin', q{SELECT convctx.bind_role_tenant('app_b', 'A')} ],
     bind_role_all_tenants => [ 'admin', q{SELECT convctx.bind_role_all_tenants('app_b')} ],
     unbind_role_tenant => [ 'admin', q{SELECT convctx.unbind_role_tenant('app_b')} ],
+    import_records => [ 'admin', q{SELECT * FROM convctx.import_records(ARRAY['{"type": "session", "session_id": "s9", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}'], allow_anonymous => true)} ],
 );
 
 # Every routine of the schema is listed: volatile ones as writers, the
