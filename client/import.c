@@ -796,13 +796,14 @@ check_header(Importer *imp, LineRecord *rec)
 
 /* The trailer's counts against what was read. */
 static void
-check_trailer(Importer *imp, LineRecord *rec, long lineno, long long *counts)
+check_trailer(Importer *imp, LineRecord *rec, long lineno, long long *counts, bool unreadable)
 {
 	json_t	   *records = json_object_get(rec->value, "records");
 	json_t	   *lines = json_object_get(rec->value, "lines");
 	int			t;
 
-	for (t = 0; t < RECORD_TYPES; t++)
+	/* lines that could not be read have no type to count */
+	for (t = 0; t < RECORD_TYPES && !unreadable; t++)
 	{
 		json_t	   *n = records ? json_object_get(records, record_types[t]) : NULL;
 
@@ -909,6 +910,7 @@ import_convctx(Importer *imp, FILE *in)
 	Group	   *group = NULL;
 	bool		bad = false;
 	bool		trailer = false;
+	bool		unreadable = false;
 	char		where[64];
 
 	if (!imp->o->allow_truncated)
@@ -941,6 +943,7 @@ import_convctx(Importer *imp, FILE *in)
 			if (lineno == 1)
 				importer_abort(imp);
 			bad_line(imp, &group, &bad, "", line, len, lineno);
+			unreadable = true;
 			continue;
 		}
 		if (lineno == 1 || rec.type == -1)
@@ -959,7 +962,7 @@ import_convctx(Importer *imp, FILE *in)
 		if (rec.type == -2)
 		{
 			close_group(imp, &group, &bad);
-			check_trailer(imp, &rec, lineno, counts);
+			check_trailer(imp, &rec, lineno, counts, unreadable);
 			json_decref(rec.value);
 			trailer = true;
 			continue;

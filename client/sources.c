@@ -15,8 +15,9 @@
  * text. Ids are kept where the source has them (the user message's id
  * becomes the request id); turn ids are derived from the conversation
  * and the request id, so the same source always gives the same records.
- * Times the source does not hold are the import's start, one microsecond
- * apart in message order (docs/import-export.md says which).
+ * A message without a time takes its conversation's, or when that is
+ * unknown too, the import's start plus its position in microseconds
+ * (docs/import-export.md says which sources hold which times).
  *
  * Sources:
  *	  messages		JSON Lines of {"session_id", "identity_id", "created_at",
@@ -281,10 +282,14 @@ emit_conversation(Importer *imp, Conversation *c)
 	if (times == NULL)
 		fail(EXIT_ERROR, "out of memory");
 	memset(&t, 0, sizeof(t));
-	/* each message's time, or the import's start plus its position */
+	/*
+	 * each message's time; else the conversation's; else the import's
+	 * start plus the message's position
+	 */
 	for (i = 0; i < c->n; i++)
 	{
-		times[i] = c->msgs[i].time ? xstrdup(c->msgs[i].time) : start_time_plus(i);
+		times[i] = c->msgs[i].time ? xstrdup(c->msgs[i].time)
+			: c->created_at ? xstrdup(c->created_at) : start_time_plus(i);
 		if (!first)
 			first = times[i];
 		last = times[i];

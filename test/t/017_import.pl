@@ -1,0 +1,475 @@
+# convctx import, the command-line tool (client/): a tenant exported,
+# imported into a fresh database and exported again gives the same file;
+# bad input is refused with its file, line and SQLSTATE, its exit code, and
+# nothing of its conversation written; and the histories the real
+# libraries wrote (test/import/fixtures) come in from their tables.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use JSON::PP;
+use File::Basename qw(dirname);
+use Cwd qw(abs_path);
+
+my $fixtures = abs_path(dirname(__FILE__) . '/../import/fixtures');
+
+my $node = PostgreSQL::Test::Cluster->new('import');
+$node->init;
+$node->append_conf('postgresql.conf', "timezone = 'UTC'");
+$node->start;
+my $tool = $node->config_data('--bindir') . '/convctx';
+ok(-x $tool, 'convctx is installed next to pg_dump');
+
+# app: the source; fresh: an empty database; libs: the libraries' tables.
+$node->safe_psql('postgres', q{
+    CREATE DATABASE app;
+    CREATE DATABASE fresh;
+    CREATE DATABASE libs;
+    CREATE ROLE admin_acme LOGIN;
+    CREATE ROLE importer LOGIN;
+});
+for my $db ('app', 'fresh')
+{
+    $node->safe_psql($db, q{
+        CREATE EXTENSION convctx;
+        GRANT convctx_admin TO admin_acme, importer;
+        SELECT convctx.bind_role_tenant('admin_acme', 'acme');
+        SELECT convctx.bind_role_all_tenants('importer');
+    });
+    $node->safe_psql('postgres', "ALTER DATABASE $db SET convctx.metadata_allowlist = 'channel,score'");
+}
+$node->safe_psql('app', q{
+    SET convctx.tenant = 'acme';
+    SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r1',
+        'Q1 ' || chr(233) || chr(128512) || chr(131072) || chr(917569) || chr(983040) || chr(1114109) || ' "x" \ y',
+        identity_id => 'u1', meta => '{"channel": "web", "score": 1.000000000000000005}'), 'A1');
+    SELECT convctx.replace_turn('s1', (SELECT turn_id FROM convctx.recent_turns('s1', 1)), 'A1, corrected');
+    SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r2', 'Q2'), 'A2');
+    SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r3', 'Q3'), 'A3');
+    SELECT convctx.record_retrieval('s1', (SELECT turn_id FROM convctx.recent_turns('s1', 1)),
+        '[{"id": "c1", "text": "t", "n": 1.000000000000000005, "big": 12345678901234567890, "e": 1E6}]',
+        '[{"id": "c1"}]');
+    SELECT convctx.record_clarification('s1', (SELECT turn_id FROM convctx.recent_turns('s1', 1)),
+        '[{"question": "Which year?"}]', '{"year": "2024"}');
+    SELECT convctx.context_add('s1', ARRAY['n1', 'n2'], 'u1');
+    SELECT convctx.start_turn('s2', 'r1', 'anonymous');
+    SELECT convctx.context_save('s3', '{"activeNodeIds": ["n3"]}', 'u2');
+    SELECT convctx.finalize_turn('s4', convctx.start_turn('s4', 'r1', 'Q of u2', identity_id => 'u2'), 'A of u2');
+    SET convctx.tenant = 'globex';
+    SELECT convctx.start_turn('s1', 'r1', 'globex question');
+});
+$node->safe_psql('app', q{SET ROLE admin_acme; SELECT convctx.redact_turn('s1',
+    (SELECT turn_id FROM convctx.admin_session_turns('s1') WHERE request_id = 'r2'))});
+$node->safe_psql('app', q{SET convctx.tenant = 'acme';
+    SELECT convctx.set_summary('s1', 'summary', (SELECT turn_id FROM convctx.recent_turns('s1', 1)), 1)});
+
+# Run the tool; returns (exit code, stdout, stderr).
+sub tool
+{
+    my ($stdout, $stderr) = ('', '');
+    my @in = ();
+    if (ref $_[0] eq 'SCALAR')
+    {
+        my $input = shift;
+        @in = ('<', $input);
+    }
+    IPC::Run::run([ $tool, @_ ], @in, '>', \$stdout, '2>', \$stderr);
+    return ($? >> 8, $stdout, $stderr);
+}
+my @app = ('-h', $node->host, '-p', $node->port, '-d', 'app');
+my @fresh = ('-h', $node->host, '-p', $node->port, '-d', 'fresh');
+my $dir = PostgreSQL::Test::Utils::tempdir;
+
+sub write_file
+{
+    my ($name, $text) = @_;
+    open my $fh, '>', "$dir/$name" or die;
+    print $fh $text;
+    close $fh;
+    return "$dir/$name";
+}
+
+sub read_file
+{
+    my ($path) = @_;
+    open my $fh, '<', $path or die "$path: $!";
+    local $/;
+    my $text = <$fh>;
+    close $fh;
+    return $text;
+}
+
+# The rows of a tenant in a database: every column of every table, so
+# that a difference anywhere shows.
+sub tenant_rows
+{
+    my ($db, $tenant) = @_;
+    return $node->safe_psql($db, qq{
+        SELECT 'session', s.session_id, s.identity_id, s.created_at, s.last_activity_at, s.last_turn_no,
+               s.live_turns, s.live_answers, s.summary_through_turn_no, s.redactions
+          FROM convctx.session s WHERE tenant_id = '$tenant' ORDER BY 2;
+        SELECT 'link', session_id, identity_id, linked_at FROM convctx.session_link WHERE tenant_id = '$tenant' ORDER BY 2;
+        SELECT 'turn', t.* FROM convctx.turn t WHERE tenant_id = '$tenant' ORDER BY turn_id;
+        SELECT 'retrieval', r.* FROM convctx.turn_retrieval r WHERE tenant_id = '$tenant' ORDER BY session_id, turn_no;
+        SELECT 'clarification', c.* FROM convctx.clarification c WHERE tenant_id = '$tenant' ORDER BY session_id, turn_no;
+        SELECT 'summary', m.* FROM convctx.session_summary m WHERE tenant_id = '$tenant' ORDER BY session_id;
+        SELECT 'context', x.tenant_id, x.conversation_id, x.context_json, x.user_id, x.created_at, x.updated_at
+          FROM convctx.conversation_context x WHERE tenant_id = '$tenant' ORDER BY conversation_id;
+    });
+}
+
+sub without_header
+{
+    my ($text) = @_;
+    my @lines = split /\n/, $text;
+    shift @lines;
+    return join("\n", @lines);
+}
+
+# ---------------------------------------------------------------------------
+# Round trip
+# ---------------------------------------------------------------------------
+my ($rc, $out, $err) = tool('export', @app, '-U', 'admin_acme', '-f', "$dir/acme.jsonl");
+is($rc, 0, 'export of acme') or diag($err);
+my $exported = read_file("$dir/acme.jsonl");
+like($exported, qr/"type": "turn".*"deleted_at": "20/, 'the export holds a tombstone');
+
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'acme', '-f', "$dir/acme.jsonl");
+is($rc, 0, 'import into a fresh database') or diag($err);
+like($err, qr/imported 4 sessions, 6 turns, 1 retrieval, 1 clarification, 1 summary, 2 contexts/,
+    'the summary counts what was imported');
+is(tenant_rows('fresh', 'acme'), tenant_rows('app', 'acme'), 'every row of the tenant, column for column');
+($rc, $out, $err) = tool('export', @fresh, '-U', 'importer', '--tenant', 'acme', '-f', "$dir/again.jsonl");
+is($rc, 0, 'export from the fresh database') or diag($err);
+my $again = read_file("$dir/again.jsonl");
+is(without_header($again), without_header($exported), 'exported again: the same file apart from the header');
+my ($h1, $h2) = (decode_json((split /\n/, $exported)[0]), decode_json((split /\n/, $again)[0]));
+delete $h1->{exported_at};
+delete $h2->{exported_at};
+is_deeply($h2, $h1, 'the headers differ only in exported_at');
+is($node->safe_psql('fresh', q{SELECT count(*) FROM convctx.session WHERE tenant_id = 'globex'}), '0',
+    'another tenant of the source stays out');
+
+# Run again: everything is there, skipped and counted, nothing changes.
+my $before = tenant_rows('fresh', 'acme');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'acme', '-f', "$dir/acme.jsonl");
+is($rc, 0, 'a second import succeeds') or diag($err);
+like($err, qr/imported 0 sessions.*\n.*skipped \(already there\) 4 sessions, 6 turns/, 'and skips every record');
+is(tenant_rows('fresh', 'acme'), $before, 'and changes nothing');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'acme', '--on-conflict=error',
+    '-f', "$dir/acme.jsonl");
+is($rc, 1, '--on-conflict=error: exit 1');
+like($err, qr/acme\.jsonl:\d+: error: .* exists already \(SQLSTATE 23505\)/, '--on-conflict=error names the line');
+
+# The data subject's export imports as well, and from standard input.
+($rc, $out, $err) = tool('export', @app, '-U', 'admin_acme', '--identity', 'u2');
+is($rc, 0, 'export of identity u2');
+my $subject = $out;
+($rc, $out, $err) = tool(\$subject, 'import', @fresh, '-U', 'importer', '--tenant', 'subject');
+is($rc, 0, 'import of a data subject export from stdin') or diag($err);
+is($node->safe_psql('fresh', q{SELECT string_agg(session_id || ':' || identity_id, ',' ORDER BY session_id)
+    FROM convctx.session WHERE tenant_id = 'subject'}), 's4:u2', 'its linked session arrived');
+is($node->safe_psql('fresh', q{SELECT string_agg(conversation_id, ',' ORDER BY conversation_id)
+    FROM convctx.conversation_context WHERE tenant_id = 'subject'}), 's3', 'and the context saved under it');
+
+# ---------------------------------------------------------------------------
+# Bad input: each refused with its file, line and what is wrong, exit 1,
+# and nothing of its conversation written.
+# ---------------------------------------------------------------------------
+my @lines = split /\n/, $exported;
+my $header = $lines[0];
+my $trailer = $lines[-1];
+my @records = @lines[ 1 .. $#lines - 1 ];
+
+sub count_sessions
+{
+    my ($tenant) = @_;
+    return $node->safe_psql('fresh', qq{SELECT count(*) FROM convctx.session WHERE tenant_id = '$tenant'});
+}
+
+# the lines of session s (its group), and the trailer they would have
+sub group_lines
+{
+    my ($sid) = @_;
+    return grep { my $r = decode_json($_); ($r->{session_id} // $r->{conversation_id}) eq $sid } @records;
+}
+
+sub trailer_for
+{
+    my (@recs) = @_;
+    my %n = map { $_ => 0 } qw(session turn retrieval clarification summary context);
+    # by text: some of the records are broken on purpose
+    for (@recs) { $n{$1}++ if /"type": "(\w+)"/; }
+    return encode_json({ type => 'end', records => \%n, lines => scalar(@recs) + 2 });
+}
+
+sub file_of
+{
+    my ($name, @recs) = @_;
+    return write_file($name, join("\n", $header, @recs, trailer_for(@recs)) . "\n");
+}
+
+# cut short: no trailer
+my $truncated = write_file('truncated.jsonl', join("\n", $header, @records) . "\n");
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'cut', '-f', $truncated);
+is($rc, 1, 'a file without its trailer: exit 1');
+like($err, qr/has no trailer.*cut short; nothing was imported/, 'a file without its trailer: said so');
+is(count_sessions('cut'), '0', 'a file without its trailer: nothing written');
+my $cut_stream = join("\n", $header, @records) . "\n";
+($rc, $out, $err) = tool(\$cut_stream, 'import', @fresh, '-U', 'importer', '--tenant', 'cut');
+is($rc, 1, 'cut short on stdin: exit 1');
+like($err, qr/<stdin> ends at line \d+ without its trailer/, 'cut short on stdin: said so');
+is(count_sessions('cut'), '3', 'cut short on stdin: the conversations before the last are written, not the last');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'cut2', '--allow-truncated',
+    '-f', $truncated);
+is($rc, 0, '--allow-truncated imports what the file holds') or diag($err);
+
+# bad JSON at a known line: the conversations before it are written, its own is not
+my @s1 = group_lines('s1');
+my @s2 = group_lines('s2');
+my @s4 = group_lines('s4');
+my $broken = $s4[1];
+$broken =~ s/"request_id": "r1"/"request_id": "r1",,/;
+my $bad_json = file_of('bad_json.jsonl', @s1, @s2, $s4[0], $broken, @s4[ 2 .. $#s4 ]);
+my $bad_line = 2 + @s1 + @s2 + 1;
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'badjson', '-f', $bad_json);
+is($rc, 1, 'bad JSON: exit 1');
+like($err, qr/bad_json\.jsonl:$bad_line:\d+: error: invalid JSON/, "bad JSON: file, line $bad_line and column");
+is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
+    WHERE tenant_id = 'badjson'}), 's1,s2', 'bad JSON: the conversations before it are written, its own is not');
+
+# --max-errors and --reject-file go on past it, and exit 3
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'badjson2', '--max-errors=1',
+    '--reject-file', "$dir/rejects.jsonl", '-f', $bad_json);
+is($rc, 3, '--max-errors: exit 3 when conversations were rejected');
+like($err, qr/rejected 1 conversation, written to .*rejects\.jsonl/, '--max-errors: the rejected count');
+is(read_file("$dir/rejects.jsonl"), join("\n", $s4[0], $broken, @s4[ 2 .. $#s4 ]) . "\n",
+    '--reject-file holds the lines of the rejected conversation');
+is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
+    WHERE tenant_id = 'badjson2'}), 's1,s2', '--max-errors: the others are written');
+
+# -1: all or nothing
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'single', '-1', '-f', $bad_json);
+is($rc, 1, '-1 with a bad line: exit 1');
+like($err, qr/rolled back: nothing was imported/, '-1: rolled back');
+is(count_sessions('single'), '0', '-1: nothing written');
+
+# records the server refuses: wrong types, unknown type, duplicates, sizes, \u0000
+my %bad = (
+    'wrong type' => [ sub { $_[0] =~ s/"turn_no": 1,/"turn_no": "1",/ }, qr/key "turn_no" of a turn record must be an integer, not string \(SQLSTATE 22P04\)/ ],
+    'unknown record type' => [ sub { $_[0] =~ s/"type": "turn"/"type": "ticket"/ }, qr/error: unknown record type "ticket"/ ],
+    'duplicate key in a record' => [ sub { $_[0] =~ s/^\{/{"turn_no": 7, / }, qr/error: duplicate object key near .*a key may appear once/ ],
+    'NUL character' => [ sub { $_[0] =~ s/"question_neutral": "Q of u2"/"question_neutral": "Q\\u0000"/ }, qr/\\u0000 is not allowed: PostgreSQL text cannot hold the NUL character/ ],
+    'unknown key' => [ sub { $_[0] =~ s/^\{/{"colour": "red", / }, qr/unknown key "colour" in a turn record \(SQLSTATE 22P04\)/ ],
+);
+for my $what (sort keys %bad)
+{
+    my ($mutate, $message) = @{ $bad{$what} };
+    my @g = @s4;
+    $mutate->($g[1]);
+    (my $name = $what) =~ s/\W+/_/g;
+    my $file = file_of("$name.jsonl", @g);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', "bad_$name", '-f', $file);
+    is($rc, 1, "$what: exit 1");
+    like($err, qr/\Q$name\E\.jsonl:3(:\d+)?: error: /, "$what: file and line");
+    like($err, $message, "$what: what is wrong");
+    is(count_sessions("bad_$name"), '0', "$what: nothing written");
+}
+
+# the same turn twice in a conversation
+{
+    my @g = (@s4[ 0 .. 1 ], $s4[1], @s4[ 2 .. $#s4 ]);
+    my $file = file_of('dup.jsonl', @g);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'dup', '-f', $file);
+    is($rc, 1, 'a duplicate turn: exit 1');
+    like($err, qr/dup\.jsonl:4: error: duplicate key value violates unique constraint "turn_pkey" \(SQLSTATE 23505\)/,
+        'a duplicate turn: its line and the constraint');
+    is(count_sessions('dup'), '0', 'a duplicate turn: nothing written');
+}
+
+# a text over convctx.max_text_bytes
+$node->safe_psql('fresh', q{ALTER ROLE importer SET convctx.max_text_bytes = 5});
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'big', '-f', file_of('big.jsonl', @s4));
+is($rc, 1, 'a text over convctx.max_text_bytes: exit 1');
+like($err, qr/big\.jsonl:3: error: question_neutral is too long \(SQLSTATE 54000\)/, 'too long: which text');
+is(count_sessions('big'), '0', 'too long: nothing written');
+$node->safe_psql('fresh', q{ALTER ROLE importer RESET convctx.max_text_bytes});
+
+# a session of another identity: refused as link_session refuses it, and audited
+{
+    my @g = @s4;
+    $g[0] =~ s/"identity_id": "u2"/"identity_id": "mallory"/;
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'acme', '-f', file_of('other.jsonl', @g));
+    is($rc, 1, 'another identity: exit 1');
+    like($err, qr/other\.jsonl:2: error: session "s4" is already linked to another identity \(SQLSTATE CV001\)/,
+        'another identity: CV001');
+    is($node->safe_psql('fresh', q{SELECT count(*) FROM convctx.audit_log
+        WHERE tenant_id = 'acme' AND action = 'link_refused' AND identity_id = 'mallory'}), '1', 'another identity: audited');
+}
+
+# anonymous conversations the next purge would delete
+{
+    my @g = @s2;
+    s/"(created_at|last_activity_at)": "[^"]+"/"$1": "2020-01-01T00:00:00+00:00"/g for @g;
+    my $file = file_of('old.jsonl', @g);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'old', '-f', $file);
+    is($rc, 1, 'an old anonymous conversation: exit 1');
+    like($err, qr/anonymous session "s2" would be deleted by the next purge.*\n.*\nHINT: .*--as-identity/,
+        'an old anonymous conversation: why, and what to do');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'old', '--as-identity', 'alice', '-f', $file);
+    is($rc, 0, '--as-identity') or diag($err);
+    is($node->safe_psql('fresh', q{SELECT s.identity_id || '/' || l.identity_id || '/' || t.identity_id
+        FROM convctx.session s JOIN convctx.session_link l USING (tenant_id, session_id)
+        JOIN convctx.turn t USING (tenant_id, session_id) WHERE s.tenant_id = 'old'}), 'alice/alice/alice',
+        '--as-identity links the session and its turns');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'old2', '--allow-anonymous', '-f', $file);
+    is($rc, 0, '--allow-anonymous') or diag($err);
+    my $map = write_file('map.json', '{"u2": "user-two"}');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'mapped', '--identity-map', $map,
+        '-f', file_of('s4.jsonl', @s4));
+    is($rc, 0, '--identity-map') or diag($err);
+    is($node->safe_psql('fresh', q{SELECT identity_id FROM convctx.session WHERE tenant_id = 'mapped'}), 'user-two',
+        '--identity-map renames the identity');
+}
+
+# usage and connection errors
+($rc, $out, $err) = tool('import', @fresh, '--max-errors=x');
+is($rc, 1, 'a bad option: exit 1');
+($rc, $out, $err) = tool('import', '-h', $node->host, '-p', '1', '-d', 'fresh', '-f', "$dir/acme.jsonl");
+is($rc, 2, 'no server: exit 2');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'admin_acme', '--from=nothing', '-f', "$dir/acme.jsonl");
+is($rc, 1, 'an unknown source: exit 1');
+$node->safe_psql('fresh', q{CREATE ROLE app_only LOGIN IN ROLE convctx_app; SELECT convctx.bind_role_tenant('app_only', 'acme')});
+($rc, $out, $err) = tool('import', @fresh, '-U', 'app_only', '-f', file_of('app.jsonl', @s4));
+is($rc, 1, 'an app role cannot import');
+like($err, qr/permission denied for function import_records \(SQLSTATE 42501\)/, 'an app role: 42501');
+
+# ---------------------------------------------------------------------------
+# Other stores: the histories the real libraries wrote
+# ---------------------------------------------------------------------------
+for my $source ('langchain-js', 'langchain-python', 'mastra', 'langgraph-js')
+{
+    $node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port,
+        '-d', 'libs', '-f', "$fixtures/$source/schema.sql", '-f', "$fixtures/$source/data.sql" ],
+        "the tables $source made, loaded");
+}
+my $libs = 'host=' . $node->host . ' port=' . $node->port . ' dbname=libs';
+my $unicode = "Gr\x{fc}\x{df}e: \x{4f60}\x{597d} \x{1d11e} \x{1f600} \x{20000} \x{e0041} \x{f0000} \x{10fffd} \x{2014} does it apply to vans?";
+
+sub turns_of
+{
+    my ($tenant) = @_;
+    my $out = $node->safe_psql('fresh', qq{SELECT session_id || '|' || coalesce(identity_id, '') || '|' || turn_no || '|'
+        || question_neutral || '|' || coalesce(answer_neutral, '<none>')
+        FROM convctx.turn WHERE tenant_id = '$tenant' ORDER BY session_id, turn_no});
+    utf8::decode($out);
+    return $out;
+}
+
+my %sources = (
+    'langchain-python' => [ [ '--from=langchain', '-f', "$fixtures/langchain-python/rows.jsonl" ],
+                            [ '--from=langchain', "--source-dsn=$libs" ],
+                            [ '0b6f0e6e-6d1c-4c0e-9d51-3f4b1f2a9c11', '5d0c2f1a-2b7e-4c55-8a3e-6f0e9b1d2c22', '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c33' ],
+                            'Yes, vans too.' ],
+    'langchain-js' => [ [ '--from=langchain-js', '-f', "$fixtures/langchain-js/rows.jsonl" ],
+                        [ '--from=langchain-js', "--source-dsn=$libs" ],
+                        [ 'thread-a', 'thread-b', 'thread-c' ], 'Yes, vans too.' ],
+    'mastra' => [ [ '--from=mastra', '-f', "$dir/mastra.jsonl" ],
+                  [ '--from=mastra', "--source-dsn=$libs" ],
+                  [ 'thread-a', 'thread-b', 'thread-c' ], 'Yes,vans too.' ],
+    'langgraph-js' => [ [ '--from=langgraph-js', '-f', "$dir/langgraph.jsonl" ],
+                        [ '--from=langgraph-js', "--source-dsn=$libs" ],
+                        [ 'thread-a', 'thread-b', 'thread-c' ], 'Yes, vans too.' ],
+);
+write_file('mastra.jsonl', read_file("$fixtures/mastra/threads.jsonl") . read_file("$fixtures/mastra/messages.jsonl"));
+write_file('langgraph.jsonl', read_file("$fixtures/langgraph-js/checkpoints.jsonl")
+    . read_file("$fixtures/langgraph-js/checkpoint_blobs.jsonl"));
+
+for my $source (sort keys %sources)
+{
+    my ($from_file, $from_db, $ids, $vans) = @{ $sources{$source} };
+    my $has_identity = $source eq 'mastra';
+    my @identity = $has_identity ? () : ('--as-identity', 'migrated');
+    my ($a, $b, $c) = @$ids;
+    my ($u1, $u2) = $has_identity ? ('user-1', 'user-2') : ('migrated', 'migrated');
+    my $expected = join("\n",
+        "$a|$u1|1|Is VAT due on used cars?|Yes, under the margin scheme.",
+        "$a|$u1|2|$unicode|$vans",
+        "$b|$u2|1|What is the margin scheme?|A VAT scheme for second-hand goods.",
+        "$b|$u2|2|Thanks|<none>",
+        "$c|$u1|1|Hello|Hi, how can I help?");
+    for my $way ([ 'file', $from_file ], [ 'db', $from_db ])
+    {
+        my ($how, $args) = @$way;
+        my $tenant = "$source-$how";
+        ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', $tenant, @$args, @identity);
+        is($rc, 0, "$source from its $how: exit 0") or diag($err);
+        my $got = turns_of($tenant);
+        $got =~ s/\nthread-d\|user-3\|1\|Old question\|Old answer$// if $source eq 'mastra';
+        is($got, $expected, "$source from its $how: the questions and answers, every Unicode plane");
+        if ($source =~ /^lang/)
+        {
+            like($err, qr/not imported: system and developer messages: 1/, "$source from its $how: the system message counted");
+            like($err, qr/not imported: tool messages: 1/, "$source from its $how: the tool message counted");
+        }
+        like($err, qr/not imported: tool calls: 1/, "$source from its $how: the tool call counted");
+    }
+}
+is($node->safe_psql('fresh', q{SELECT question_neutral || '/' || answer_neutral || '/' || identity_id
+    FROM convctx.turn WHERE tenant_id = 'mastra-db' AND session_id = 'thread-d'}), 'Old question/Old answer/user-3',
+    'mastra: the plain-string rows of an old release');
+is($node->safe_psql('fresh', q{SELECT count(*) FROM convctx.turn WHERE tenant_id = 'langchain-python-db'
+    AND created_at = finalized_at}), '0', 'langchain-python: each message keeps its own time');
+is($node->safe_psql('fresh', q{SELECT bool_and(t.created_at = r.created_at) FROM convctx.turn t
+    JOIN convctx.turn r ON r.tenant_id = 'mastra-file' AND r.session_id = t.session_id AND r.turn_no = t.turn_no
+    WHERE t.tenant_id = 'mastra-db'}), 't', 'mastra: the same times from the file and from the database');
+
+# a source row the tool cannot read: reported with its source key, nothing of its conversation written
+{
+    my $rows = read_file("$fixtures/langchain-js/rows.jsonl");
+    $rows =~ s/\{"type": "human", "content": "Hello"/{"content": "Hello"/;
+    my $file = write_file('lc_bad.jsonl', $rows);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'lcbad', '--from=langchain-js',
+        '--as-identity', 'x', '--max-errors=1', '-f', $file);
+    is($rc, 3, 'a LangChain row without a type: exit 3 with --max-errors');
+    like($err, qr/lc_bad\.jsonl:\d+: error: a message of session "thread-c" without a "type" \(langchain_chat_histories id 11\)/,
+        'a LangChain row without a type: its source key');
+    is($node->safe_psql('fresh', q{SELECT string_agg(DISTINCT session_id, ',') FROM convctx.turn WHERE tenant_id = 'lcbad'}),
+        'thread-a,thread-b', 'a LangChain row without a type: its conversation is not written');
+    my $mastra = read_file("$dir/mastra.jsonl");
+    $mastra =~ s/"type":"v2"/"type":"v3"/;
+    $file = write_file('mastra_bad.jsonl', $mastra);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'mbad', '--from=mastra', '-f', $file);
+    is($rc, 1, 'a Mastra message of an unknown content format: exit 1');
+    like($err, qr/in a content format this tool does not read: type "v3" \(mastra_messages id [0-9a-f-]+\)/,
+        'a Mastra message of an unknown content format: its source key');
+}
+
+# portable messages: what export --format=messages writes comes back in
+($rc, $out, $err) = tool('export', @app, '-U', 'admin_acme', '--format=messages');
+is($rc, 0, 'export --format=messages');
+my $messages = $out;
+($rc, $out, $err) = tool(\$messages, 'import', @fresh, '-U', 'importer', '--tenant', 'portable', '--from=messages');
+is($rc, 0, 'import --from=messages') or diag($err);
+is($node->safe_psql('fresh', q{SELECT string_agg(session_id || ':' || question_neutral || ':' || coalesce(answer_neutral, '-'), ',' ORDER BY session_id, turn_no)
+    FROM convctx.turn WHERE tenant_id = 'portable' AND session_id <> 's1'}), 's2:anonymous:-,s4:Q of u2:A of u2',
+    'the current turns of each conversation');
+is($node->safe_psql('fresh', q{SELECT string_agg(request_id, ',' ORDER BY turn_no) FROM convctx.turn
+    WHERE tenant_id = 'portable' AND session_id = 's1'}), 'r1,r3', 'request ids kept, the redacted turn left out');
+
+# OpenAI Conversations items
+my $openai = write_file('openai.jsonl', encode_json({ id => 'conv_1', object => 'conversation', created_at => 1764000000,
+    items => { object => 'list', data => [
+        { type => 'message', id => 'msg_1', role => 'user', content => [ { type => 'input_text', text => 'Is VAT due?' } ] },
+        { type => 'reasoning', id => 'rs_1' },
+        { type => 'message', id => 'msg_2', role => 'assistant',
+          content => [ { type => 'output_text', text => 'Yes.', annotations => [] } ] } ] } }) . "\n");
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'openai', '--from=openai-items',
+    '--as-identity', 'o', '-f', $openai);
+is($rc, 0, 'import --from=openai-items') or diag($err);
+like($err, qr/not imported: conversation items that are not messages: 1/, 'the reasoning item counted');
+is($node->safe_psql('fresh', q{SELECT request_id || ':' || question_neutral || ':' || answer_neutral || ':' || (created_at = '2025-11-24 16:00:00+00')
+    FROM convctx.turn WHERE tenant_id = 'openai'}), 'msg_1:Is VAT due?:Yes.:true', 'the conversation, at its creation time');
+
+done_testing();
