@@ -104,6 +104,9 @@ typedef struct Importer
 	int			npending;
 	int			cap_pending;
 	long		pending_records;
+	Group	  **inflight;		/* the batch sent, its result not read yet */
+	int			ninflight;
+	int			cap_inflight;
 	long long	imported[6];
 	long long	skipped[6];
 	long long	metadata_keys_dropped;

@@ -355,80 +355,101 @@ strdup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/*
- * Send groups[0..n) in one call. true when written; false with *err
- * filled when the server refused a record (the transaction then rolled
- * back, or with -1 left failed).
- */
-static bool
-send_batch(Importer *imp, Group **groups, int n, BatchError *err)
-{
-	static const char *sql =
-		"SELECT record_type, imported, skipped"
-		"  FROM convctx.import_records($1, $2, $3, $4, $5::pg_catalog.jsonb)";
-	Oid			types[5] = {1009, 25, 16, 25, 25};	/* text[], text, bool, text, text */
-	const char *values[5];
-	int			lengths[5] = {0, 0, 0, 0, 0};
-	int			formats[5] = {1, 0, 0, 0, 0};
-	int			size;
-	char	   *array;
-	PGresult   *res;
-	int			i;
-	long long	sent = 0;
+#define IMPORT_SQL \
+	"SELECT record_type, imported, skipped" \
+	"  FROM convctx.import_records($1, $2, $3, $4, $5::pg_catalog.jsonb)"
 
-	if (n == 0)
-		return true;
-	array = batch_array(groups, n, &size);
-	values[0] = array;
+/* The parameters of IMPORT_SQL for groups[0..n); *array is to be freed. */
+static void
+import_params(Importer *imp, Group **groups, int n, char **array, const char **values, int *lengths)
+{
+	int			size;
+
+	*array = batch_array(groups, n, &size);
+	values[0] = *array;
 	lengths[0] = size;
 	values[1] = imp->o->on_conflict;
 	values[2] = imp->o->allow_anonymous ? "t" : "f";
 	values[3] = imp->o->as_identity;
 	values[4] = imp->identity_map;
-	for (i = 0; i < n; i++)
-		sent += groups[i]->n;
+	lengths[1] = lengths[2] = lengths[3] = lengths[4] = 0;
+}
 
+static const Oid import_types[5] = {1009, 25, 16, 25, 25};	/* text[], text, bool, text, text */
+static const int import_formats[5] = {1, 0, 0, 0, 0};
+
+/* Add what a call of import_records() wrote and skipped to the totals. */
+static void
+count_result(Importer *imp, PGresult *res, Group **groups, int n)
+{
+	int			i;
+
+	for (i = 0; i < PQntuples(res); i++)
+	{
+		const char *type = PQgetvalue(res, i, 0);
+		int			t;
+
+		for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type) != 0; t++)
+			;
+		if (t < RECORD_TYPES)
+		{
+			imp->imported[t] += atoll(PQgetvalue(res, i, 1));
+			imp->skipped[t] += atoll(PQgetvalue(res, i, 2));
+		}
+		else if (strcmp(type, "metadata key") == 0)
+			imp->metadata_keys_dropped += atoll(PQgetvalue(res, i, 2));
+	}
+	for (i = 0; i < n; i++)
+		imp->records_sent += groups[i]->n;
+}
+
+/* The error of a refused call, kept to be reported. */
+static void
+keep_error(PGconn *conn, PGresult *res, BatchError *err)
+{
+	const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+	const char *at = context ? strstr(context, "import record ") : NULL;
+
+	err->sqlstate = strdup_or_null(PQresultErrorField(res, PG_DIAG_SQLSTATE));
+	err->message = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+	if (err->message == NULL)
+		err->message = strdup(PQerrorMessage(conn));
+	err->detail = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+	err->hint = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
+	err->recno = at ? atoi(at + strlen("import record ")) : 0;
+}
+
+/*
+ * Send groups[0..n) in one call and wait. true when written; false with
+ * *err filled when the server refused a record (the transaction then
+ * rolled back, or with -1 left failed).
+ */
+static bool
+send_batch(Importer *imp, Group **groups, int n, BatchError *err)
+{
+	const char *values[5];
+	int			lengths[5];
+	char	   *array;
+	PGresult   *res;
+
+	if (n == 0)
+		return true;
+	import_params(imp, groups, n, &array, values, lengths);
 	if (!imp->o->single_transaction)
 		begin_transaction(imp);
-	res = PQexecParams(imp->conn, sql, 5, types, values, lengths, formats, 0);
+	res = PQexecParams(imp->conn, IMPORT_SQL, 5, import_types, values, lengths, import_formats, 0);
 	free(array);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK)
 	{
-		for (i = 0; i < PQntuples(res); i++)
-		{
-			const char *type = PQgetvalue(res, i, 0);
-			int			t;
-
-			for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type) != 0; t++)
-				;
-			if (t < RECORD_TYPES)
-			{
-				imp->imported[t] += atoll(PQgetvalue(res, i, 1));
-				imp->skipped[t] += atoll(PQgetvalue(res, i, 2));
-			}
-			else if (strcmp(type, "metadata key") == 0)
-				imp->metadata_keys_dropped += atoll(PQgetvalue(res, i, 2));
-		}
-		PQclear(res);
 		if (!imp->o->single_transaction)
 			exec_ok(imp, "committing", "COMMIT");
-		imp->records_sent += sent;
+		count_result(imp, res, groups, n);
+		PQclear(res);
 		return true;
 	}
 	if (PQstatus(imp->conn) != CONNECTION_OK)
 		fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
-	{
-		const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
-		const char *at = context ? strstr(context, "import record ") : NULL;
-
-		err->sqlstate = strdup_or_null(PQresultErrorField(res, PG_DIAG_SQLSTATE));
-		err->message = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-		if (err->message == NULL)
-			err->message = strdup(PQerrorMessage(imp->conn));
-		err->detail = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
-		err->hint = strdup_or_null(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
-		err->recno = at ? atoi(at + strlen("import record ")) : 0;
-	}
+	keep_error(imp->conn, res, err);
 	PQclear(res);
 	if (!imp->o->single_transaction)
 		exec_ok(imp, "rolling back", "ROLLBACK");
@@ -499,10 +520,11 @@ reject_group(Importer *imp, Group *g)
 /*
  * Write groups[0..n): in one call when the server takes them all; when it
  * refuses a record, the groups before its group are sent again, its group
- * is rejected, and the rest follow.
+ * is rejected, and the rest follow. With refused set, the first call was
+ * made already and refused with *refused.
  */
 static void
-flush_groups(Importer *imp, Group **groups, int n)
+flush_groups(Importer *imp, Group **groups, int n, BatchError *refused)
 {
 	BatchError err;
 	int			failed;
@@ -511,7 +533,12 @@ flush_groups(Importer *imp, Group **groups, int n)
 	while (n > 0)
 	{
 		memset(&err, 0, sizeof(err));
-		if (send_batch(imp, groups, n, &err))
+		if (refused)
+		{
+			err = *refused;
+			refused = NULL;
+		}
+		else if (send_batch(imp, groups, n, &err))
 			return;
 		failed = group_of_record(groups, n, err.recno, &index);
 		if (failed < 0)
@@ -533,24 +560,148 @@ flush_groups(Importer *imp, Group **groups, int n)
 		free(err.hint);
 		if (imp->o->single_transaction)
 			importer_abort(imp);
-		flush_groups(imp, groups, failed);
+		flush_groups(imp, groups, failed, NULL);
 		reject_group(imp, groups[failed]);
 		groups += failed + 1;
 		n -= failed + 1;
 	}
 }
 
-/* Send the pending groups and free them. */
 static void
-flush_pending(Importer *imp)
+free_groups(Group **groups, int n)
 {
 	int			i;
 
-	flush_groups(imp, imp->pending, imp->npending);
-	for (i = 0; i < imp->npending; i++)
-		group_free(imp->pending[i]);
+	for (i = 0; i < n; i++)
+		group_free(groups[i]);
+}
+
+/*
+ * Wait for the batch in flight (send_async). When the server refused it,
+ * nothing of it was written: write it again the careful way (flush_groups).
+ */
+static void
+finish_async(Importer *imp)
+{
+	PGresult   *res;
+	PGresult   *counted = NULL;
+	BatchError	err;
+	bool		refused = false;
+	Group	  **groups = imp->inflight;
+	int			n = imp->ninflight;
+
+	if (n == 0)
+		return;
+	/* taken: an error below that stops the import must not wait for it again */
+	imp->inflight = NULL;
+	imp->ninflight = 0;
+	imp->cap_inflight = 0;
+	memset(&err, 0, sizeof(err));
+	for (;;)
+	{
+		res = PQgetResult(imp->conn);
+		if (res == NULL)
+		{
+			if (PQstatus(imp->conn) != CONNECTION_OK)
+				fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
+			continue;			/* between the results of two statements */
+		}
+		switch (PQresultStatus(res))
+		{
+			case PGRES_PIPELINE_SYNC:
+				PQclear(res);
+				goto done;
+			case PGRES_TUPLES_OK:
+				if (PQnfields(res) == 3 && counted == NULL)
+				{
+					counted = res;	/* import_records' counts */
+					continue;
+				}
+				break;
+			case PGRES_COMMAND_OK:
+			case PGRES_PIPELINE_ABORTED:
+				break;
+			default:
+				if (PQstatus(imp->conn) != CONNECTION_OK)
+					fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
+				if (!refused)
+					keep_error(imp->conn, res, &err);
+				refused = true;
+				break;
+		}
+		PQclear(res);
+	}
+done:
+	if (PQexitPipelineMode(imp->conn) != 1)
+		fail(EXIT_ERROR, "could not leave pipeline mode: %s", PQerrorMessage(imp->conn));
+	if (!refused)
+		count_result(imp, counted, groups, n);
+	PQclear(counted);
+	if (refused)
+	{
+		if (!imp->o->single_transaction)
+			PQclear(PQexec(imp->conn, "ROLLBACK"));
+		flush_groups(imp, groups, n, &err);
+	}
+	free_groups(groups, n);
+	free(groups);
+}
+
+/*
+ * Send the pending groups as a batch without waiting for it (a pipeline:
+ * BEGIN, use_tenant, import_records, COMMIT), so that the next batch is
+ * read while the server writes this one.
+ */
+static void
+send_async(Importer *imp)
+{
+	const char *values[5];
+	int			lengths[5];
+	char	   *array;
+	const char *tenant[1] = {imp->o->common.tenant};
+	bool		ok;
+
+	finish_async(imp);
+	if (imp->npending == 0)
+		return;
+	if (imp->cap_inflight < imp->npending)
+	{
+		imp->cap_inflight = imp->npending;
+		imp->inflight = realloc(imp->inflight, imp->cap_inflight * sizeof(Group *));
+		if (imp->inflight == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	memcpy(imp->inflight, imp->pending, imp->npending * sizeof(Group *));
+	imp->ninflight = imp->npending;
 	imp->npending = 0;
 	imp->pending_records = 0;
+
+	import_params(imp, imp->inflight, imp->ninflight, &array, values, lengths);
+	ok = PQenterPipelineMode(imp->conn) == 1;
+	if (ok && !imp->o->single_transaction)
+	{
+		ok = PQsendQueryParams(imp->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 1;
+		if (ok && imp->o->common.tenant)
+			ok = PQsendQueryParams(imp->conn, "SELECT convctx.use_tenant($1)", 1, NULL, tenant,
+								   NULL, NULL, 0) == 1;
+	}
+	ok = ok && PQsendQueryParams(imp->conn, IMPORT_SQL, 5, import_types, values, lengths,
+								 import_formats, 0) == 1;
+	if (ok && !imp->o->single_transaction)
+		ok = PQsendQueryParams(imp->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) == 1;
+	ok = ok && PQpipelineSync(imp->conn) == 1;
+	free(array);
+	if (!ok)
+		fail(PQstatus(imp->conn) == CONNECTION_OK ? EXIT_ERROR : EXIT_CONNECTION,
+			 "could not send a batch: %s", PQerrorMessage(imp->conn));
+}
+
+/* Write every group read so far, and wait until it is written. */
+static void
+flush_pending(Importer *imp)
+{
+	send_async(imp);
+	finish_async(imp);
 	if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
 	{
 		show_progress(imp, false);
@@ -572,7 +723,14 @@ importer_add(Importer *imp, Group *g)
 	imp->pending[imp->npending++] = g;
 	imp->pending_records += g->n;
 	if (imp->pending_records >= imp->o->batch_size)
-		flush_pending(imp);
+	{
+		send_async(imp);
+		if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
+		{
+			show_progress(imp, false);
+			imp->shown = now_seconds();
+		}
+	}
 }
 
 /*
@@ -650,6 +808,8 @@ importer_count_dropped(Importer *imp, const char *what, long long n)
 void
 importer_abort(Importer *imp)
 {
+	/* the batch in flight: written, or with -1 about to be rolled back */
+	finish_async(imp);
 	if (imp->o->single_transaction && PQstatus(imp->conn) == CONNECTION_OK)
 	{
 		PQclear(PQexec(imp->conn, "ROLLBACK"));

@@ -277,6 +277,24 @@ for my $what (sort keys %bad)
     is(count_sessions("bad_$name"), '0', "$what: nothing written");
 }
 
+# batches in flight: a record refused in the fourth conversation, one
+# conversation a batch
+{
+    my @g = @s4;
+    $g[1] =~ s/"turn_no": 1,/"turn_no": "1",/;
+    my @s3 = group_lines('s3');
+    my $file = file_of('pipelined.jsonl', @s1, @s2, @s3, @g);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'piped', '--batch-size=1', '-f', $file);
+    is($rc, 1, 'one conversation a batch, the fourth refused: exit 1');
+    is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
+        WHERE tenant_id = 'piped'}), 's1,s2,s3', 'one conversation a batch: the three before it are written');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'piped2', '--batch-size=1',
+        '--max-errors=1', '-f', file_of('pipelined2.jsonl', @g, @s1, @s2, @s3));
+    is($rc, 3, 'one conversation a batch, the first refused, --max-errors=1: exit 3');
+    is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
+        WHERE tenant_id = 'piped2'}), 's1,s2,s3', 'one conversation a batch: the three after it are written');
+}
+
 # the same turn twice in a conversation
 {
     my @g = (@s4[ 0 .. 1 ], $s4[1], @s4[ 2 .. $#s4 ]);
