@@ -151,6 +151,76 @@ SELECT * FROM convctx.import_records(pg_temp.batch(
 SELECT * FROM convctx.import_records(pg_temp.batch(
     '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z", "last_turn_no": 0}',
     '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
+-- What the API would never have made is refused too, with the record it is:
+-- numbers out of range (a negative redaction, a turn number past 2^31)
+CREATE FUNCTION pg_temp.s(extra text DEFAULT '') RETURNS text LANGUAGE sql AS $$
+    SELECT '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"' || extra || '}'
+$$;
+CREATE FUNCTION pg_temp.t(id int, turn_no int, request text, extra text DEFAULT '') RETURNS text LANGUAGE sql AS $$
+    SELECT '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-00000000000' || id || '", "turn_no": ' || turn_no
+        || ', "request_id": "' || request || '", "created_at": "2026-01-01T00:00:00Z"' || extra || '}'
+$$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pg_temp TO PUBLIC;
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "redactions": -5')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "last_turn_no": 9223372036854775000')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "deleted_at": "2026-01-02T00:00:00Z", "redaction": -5')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1e30, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}']);
+-- a redaction number on a live turn; an empty question
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "redaction": 1')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": ""')]);
+-- versions that are no chain: an old version under another turn number, a
+-- successor that does not exist, a request without a current version, two
+-- requests under one turn number
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 7, 'r1', ', "question_neutral": "OLD secret", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000002"'),
+    pg_temp.t(2, 1, 'r1', ', "question_neutral": "new", "record_version": 2')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000009"'),
+    pg_temp.t(2, 1, 'r1', ', "question_neutral": "q2", "record_version": 2')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000001"')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'), pg_temp.t(2, 1, 'r2', ', "question_neutral": "q"')]);
+-- retrievals and clarifications of a tombstone or of no turn; a summary past
+-- the newest turn, or written before a turn it covers was redacted
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 1, 'r1', ', "deleted_at": "2026-01-02T00:00:00Z", "redaction": 1'),
+    '{"type": "retrieval", "session_id": "b1", "turn_no": 1, "chunks": [{"id": "c", "text": "REDACTED SECRET"}], "citations": [], "recorded_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "clarification", "session_id": "b1", "turn_no": 5, "questions": [{"question": "q?"}], "inferred_context": {}, "recorded_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "summary", "session_id": "b1", "summary": "s", "through_turn_no": 3, "updated_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "deleted_at": "2026-01-02T00:00:00Z", "redaction": 1'),
+    '{"type": "summary", "session_id": "b1", "summary": "user said REDACTED SECRET", "through_turn_no": 1, "updated_at": "2026-01-01T12:00:00Z"}']);
+-- shapes record_retrieval and record_clarification refuse
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "retrieval", "session_id": "b1", "turn_no": 1, "chunks": [1, "x"], "citations": [], "recorded_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "retrieval", "session_id": "b1", "turn_no": 1, "chunks": [], "citations": [{"id": "ghost"}], "recorded_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "clarification", "session_id": "b1", "turn_no": 1, "questions": [1, 2], "inferred_context": {}, "recorded_at": "2026-01-01T00:00:00Z"}']);
+-- a turn of another identity than its session's
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "identity_id": "bob"')]);
+-- times no retention could reach: infinite, in the future, or out of order
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "infinity"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "created_at": "9999-01-01T00:00:00Z"')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "answer_neutral": "a", "finalized_at": "2000-01-01T00:00:00Z"')]);
+-- the same session twice in a batch; an anonymous session whose numbering
+-- runs past its turns (its first new turn would drop them all)
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.s()]);
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "last_turn_no": 1000}',
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"')], allow_anonymous => true);
+-- a problem of the group as a whole names its session record
+\set VERBOSITY default
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "live_turns": 3'), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
+    '{"type": "session", "session_id": "b2", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"}']);
+\set VERBOSITY terse
+RESET ROLE;
+SELECT count(*) AS nothing_written FROM convctx.session WHERE tenant_id = 'copy' AND session_id IN ('b1', 'b2');
+
 -- too long: a text over convctx.max_text_bytes, an id over 1024 bytes
 RESET ROLE;
 SET convctx.max_text_bytes = 100;

@@ -159,6 +159,10 @@ extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribut
 extern bool SessionLock(text *tenant, text *session_id);
 extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
+/* Shapes of retrievals and clarifications (prompt_citations.c, prompt_clarification.c) */
+extern void CheckChunkArray(Jsonb *arr, const char *what);
+extern void CheckQuestions(JsonbContainer *arr, const char *what);
+
 /* Prompt data that redaction forgets (prompt_state.c) */
 extern void PromptForget(text *tenant, text *session_id, int64 turn_no);
 

@@ -42,6 +42,8 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -106,24 +108,64 @@ typedef struct ImportOptions
 	bool		allow_anonymous;	/* keep anonymous sessions the purge would take */
 	text	   *as_identity;	/* identity for anonymous sessions, or NULL */
 	Jsonb	   *identity_map;	/* {"old": "new", ...}, or NULL */
+	TimestampTz latest;			/* no time may be later (a day after the call) */
+	HTAB	   *seen;			/* session and conversation ids of this batch */
 } ImportOptions;
 
+/* A turn record of the group being read, checked, not written yet. */
+typedef struct TurnRow
+{
+	int			recno;
+	pg_uuid_t  *turn_id;
+	int64		turn_no;
+	text	   *request_id;
+	int32		version;
+	pg_uuid_t  *replaced_by;	/* NULL for the current version */
+	text	   *identity;
+	TimestampTz created_at;
+	TimestampTz finalized_at;	/* with finalized */
+	TimestampTz deleted_at;		/* with tombstone */
+	bool		finalized;
+	bool		tombstone;
+	int64		redaction;		/* with has_redaction */
+	bool		has_redaction;
+	bool		translate_chat;
+	text	   *texts[4];		/* question, answer, neutral then translated */
+	bool		fallback;		/* answer_translated_is_fallback, with has_fallback */
+	bool		has_fallback;
+	Jsonb	   *metadata;
+	text	   *labels[3];		/* pipeline_name, consultant, repository */
+} TurnRow;
+
+/* A retrieval or clarification record of the group: (turn_no, two jsonb, time). */
+typedef struct TurnDataRow
+{
+	int			recno;
+	RecordType	type;
+	int64		turn_no;
+	Jsonb	   *first;			/* chunks, questions */
+	Jsonb	   *second;			/* citations, inferred_context */
+	TimestampTz recorded_at;
+} TurnDataRow;
+
 /*
- * The session group being written: set by its session record, checked
- * and completed when the next group starts or the batch ends.
+ * The session group being read: its session record's values, then its
+ * records, all kept (in the group's memory context) until the group ends,
+ * when it is checked whole and written.
  */
 typedef struct SessionGroup
 {
-	MemoryContext cxt;			/* where the group's values live */
+	MemoryContext cxt;			/* the group's values; reset when it ends */
 	bool		open;
 	bool		skipped;		/* the session exists: the group is skipped */
+	int			recno;			/* its session record */
 	text	   *session_id;
 	char	   *session_name;	/* for messages */
-	bool		anonymous;
+	text	   *identity;		/* after identity_map and as_identity */
+	bool		link_now;		/* linked by as_identity: linked_at is now */
+	TimestampTz linked_at;
+	TimestampTz created_at;
 	TimestampTz last_activity_at;
-	bool		has_summary;
-	int64		summary_through;
-	int64		summary_covered;
 	/* what the session record states (has_* false: not stated) */
 	bool		has_last_turn_no,
 				has_live_turns,
@@ -136,6 +178,23 @@ typedef struct SessionGroup
 				summary_through_stated,
 				redactions;
 	bool		summary_through_null;
+	/* its records */
+	TurnRow    *turns;
+	int			nturns;
+	int			maxturns;
+	TurnDataRow *data;
+	int			ndata;
+	int			maxdata;
+	int			summary_recno;	/* 0: none */
+	text	   *summary;
+	int64		summary_through;
+	int64		summary_covered;	/* -1: not stated */
+	TimestampTz summary_updated_at;
+	int			context_recno;	/* 0: none */
+	Jsonb	   *context;
+	text	   *context_user;
+	TimestampTz context_created_at;
+	TimestampTz context_updated_at;
 } SessionGroup;
 
 /* The record being read, for the error context and the messages. */
@@ -155,15 +214,20 @@ typedef struct ImportCounts
 	int64		metadata_keys_dropped;
 } ImportCounts;
 
+/* Largest turn number, version, redaction generation or count taken. */
+#define IMPORT_MAX_NUMBER PG_INT32_MAX
+
+/* Latest time taken: the call's plus a day (clocks of other servers). */
+#define IMPORT_CLOCK_SKEW (USECS_PER_DAY)
+
 static SPIPlanPtr session_insert_plan = NULL;
 static SPIPlanPtr session_existing_plan = NULL;
 static SPIPlanPtr link_insert_plan = NULL;
-static SPIPlanPtr turn_insert_plan = NULL;
+static SPIPlanPtr turns_insert_plan = NULL;
 static SPIPlanPtr retrieval_insert_plan = NULL;
 static SPIPlanPtr clarification_insert_plan = NULL;
 static SPIPlanPtr summary_insert_plan = NULL;
 static SPIPlanPtr context_insert_plan = NULL;
-static SPIPlanPtr group_counts_plan = NULL;
 static SPIPlanPtr session_finish_plan = NULL;
 
 /* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at */
@@ -181,14 +245,19 @@ static SPIPlanPtr session_finish_plan = NULL;
 	"INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)" \
 	" VALUES ($1, $2, $3, $4)"
 
-#define TURN_INSERT_SQL \
+/* The turns of a group, one array per column, in one statement. */
+#define TURNS_INSERT_SQL \
 	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	" record_version, replaced_by_turn_id, identity_id, created_at, finalized_at, deleted_at," \
 	" redaction, translate_chat, question_neutral, answer_neutral, question_translated," \
 	" answer_translated, answer_translated_is_fallback, metadata, pipeline_name, consultant," \
 	" repository)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17," \
-	"         $18, $19, $20, $21, $22)"
+	" SELECT $1, $2, u.* FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)," \
+	"   pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8)," \
+	"   pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12)," \
+	"   pg_catalog.unnest($13), pg_catalog.unnest($14), pg_catalog.unnest($15), pg_catalog.unnest($16)," \
+	"   pg_catalog.unnest($17), pg_catalog.unnest($18), pg_catalog.unnest($19), pg_catalog.unnest($20)," \
+	"   pg_catalog.unnest($21), pg_catalog.unnest($22)) AS u"
 
 #define RETRIEVAL_INSERT_SQL \
 	"INSERT INTO convctx.turn_retrieval (tenant_id, session_id, turn_no, chunks, citations, recorded_at)" \
@@ -200,7 +269,7 @@ static SPIPlanPtr session_finish_plan = NULL;
 
 #define SUMMARY_INSERT_SQL \
 	"INSERT INTO convctx.session_summary (tenant_id, session_id, summary, through_turn_no," \
-	" covered_messages, updated_at) VALUES ($1, $2, $3, $4, 0, $5)"
+	" covered_messages, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
 
 /* A context that exists already is left alone: NULL row. */
 #define CONTEXT_INSERT_SQL \
@@ -209,31 +278,11 @@ static SPIPlanPtr session_finish_plan = NULL;
 	" ON CONFLICT (tenant_id, conversation_id) DO NOTHING" \
 	" RETURNING 1"
 
-/*
- * What convctx derives from a session's turns: live (current, not
- * redacted) turns, their answers, the newest turn_no, the newest
- * redaction generation, and the messages of live turns up to $3 (a
- * summary's through_turn_no).
- */
-#define GROUP_COUNTS_SQL \
-	"SELECT pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL)," \
-	"       pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"                                     AND finalized_at IS NOT NULL)," \
-	"       COALESCE(pg_catalog.max(turn_no), 0), COALESCE(pg_catalog.max(redaction), 0)," \
-	"       pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"                                     AND turn_no OPERATOR(pg_catalog.<=) $3)" \
-	"       OPERATOR(pg_catalog.+)" \
-	"       pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
-	"                                     AND finalized_at IS NOT NULL" \
-	"                                     AND turn_no OPERATOR(pg_catalog.<=) $3)" \
-	"  FROM convctx.turn WHERE " SESSION_KEY
-
-/* $3 last_turn_no, $4 live_turns, $5 live_answers, $6 summary_through_turn_no, $7 redactions, $8 covered */
+/* $3 last_turn_no, $4 live_turns, $5 live_answers, $6 summary_through_turn_no, $7 redactions */
 #define SESSION_FINISH_SQL \
-	"WITH s AS (UPDATE convctx.session SET last_turn_no = $3, live_turns = $4, live_answers = $5," \
-	"                  summary_through_turn_no = $6, redactions = $7" \
-	"            WHERE " SESSION_KEY ")" \
-	" UPDATE convctx.session_summary SET covered_messages = $8 WHERE " SESSION_KEY
+	"UPDATE convctx.session SET last_turn_no = $3, live_turns = $4, live_answers = $5," \
+	"       summary_through_turn_no = $6, redactions = $7" \
+	" WHERE " SESSION_KEY
 
 /*
  * Error context: which record of the batch failed. The tool reads the
@@ -246,7 +295,9 @@ ImportErrorContext(void *arg)
 
 	if (rec->recno == 0)
 		return;
-	if (rec->type_known && rec->group_id != NULL)
+	if (rec->type_known && rec->group_id != NULL && rec->type == REC_SESSION)
+		errcontext("import record %d (session \"%s\")", rec->recno, rec->group_id);
+	else if (rec->type_known && rec->group_id != NULL)
 		errcontext("import record %d (%s of %s \"%s\")", rec->recno,
 				   record_type_names[rec->type],
 				   rec->type == REC_CONTEXT ? "conversation" : "session", rec->group_id);
@@ -353,14 +404,17 @@ RecordLongText(ImportRecord *rec, const char *key)
 	return t;
 }
 
-/* An integer; *isnull when absent or null. */
+/*
+ * An integer from 0 (or 1, min) to IMPORT_MAX_NUMBER; *isnull when absent
+ * or null. Turn numbers, versions and counts beyond are no real history,
+ * and would overflow where the API adds to them.
+ */
 static int64
-RecordInt8(ImportRecord *rec, const char *key, bool required, bool *isnull)
+RecordNumber(ImportRecord *rec, const char *key, bool required, int64 min, bool *isnull)
 {
 	JsonbValue	buf;
 	JsonbValue *v = RecordField(rec, key, required, &buf);
 	Datum		n;
-	int64		i;
 
 	*isnull = (v == NULL);
 	if (v == NULL)
@@ -368,13 +422,20 @@ RecordInt8(ImportRecord *rec, const char *key, bool required, bool *isnull)
 	if (v->type != jbvNumeric)
 		ReportWrongType(rec, key, "an integer", v);
 	n = NumericGetDatum(v->val.numeric);
-	i = DatumGetInt64(DirectFunctionCall1(numeric_int8, n));
-	/* numeric_int8 rounds: a fraction is not an integer */
-	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, n,
-										  DirectFunctionCall1(int8_numeric, Int64GetDatum(i)))) != 0)
-		ReportWrongType(rec, key, "an integer", v);
-	return i;
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, DirectFunctionCall1(numeric_floor, n))) != 0 ||
+		DatumGetInt32(DirectFunctionCall2(numeric_cmp, n,
+										  DirectFunctionCall1(int8_numeric, Int64GetDatum(min)))) < 0 ||
+		DatumGetInt32(DirectFunctionCall2(numeric_cmp, n,
+										  DirectFunctionCall1(int8_numeric, Int64GetDatum(IMPORT_MAX_NUMBER)))) > 0)
+		ereport(ERROR,
+				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+				errmsg("key \"%s\" of a %s record must be an integer from " INT64_FORMAT " to %d",
+					   key, record_type_names[rec->type], min, IMPORT_MAX_NUMBER));
+	return DatumGetInt64(DirectFunctionCall1(numeric_int8, n));
 }
+
+/* The latest time a record may hold, for this call (RecordTimestamp). */
+static TimestampTz import_latest;
 
 /* A timestamp in any form timestamptz input takes; 0 with *isnull. */
 static TimestampTz
@@ -382,17 +443,26 @@ RecordTimestamp(ImportRecord *rec, const char *key, bool required, bool *isnull)
 {
 	JsonbValue	buf;
 	JsonbValue *v = RecordField(rec, key, required, &buf);
+	TimestampTz ts;
 
 	*isnull = (v == NULL);
 	if (v == NULL)
 		return 0;
 	if (v->type != jbvString)
 		ReportWrongType(rec, key, "a timestamp string", v);
-	return DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-												   CStringGetDatum(pnstrdup(v->val.string.val,
-																			v->val.string.len)),
-												   ObjectIdGetDatum(InvalidOid),
-												   Int32GetDatum(-1)));
+	ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+												 CStringGetDatum(pnstrdup(v->val.string.val,
+																		  v->val.string.len)),
+												 ObjectIdGetDatum(InvalidOid),
+												 Int32GetDatum(-1)));
+	/* a time no retention rule could ever reach is no history */
+	if (TIMESTAMP_NOT_FINITE(ts) || ts > import_latest)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("%s of a %s record is %s", key, record_type_names[rec->type],
+					   TIMESTAMP_NOT_FINITE(ts) ? "not a finite time" : "in the future"),
+				errdetail("Imported times must be real times of the past (at most a day ahead of this server's clock)."));
+	return ts;
 }
 
 static pg_uuid_t *
@@ -491,76 +561,346 @@ TextOrNull(text *t, char *null)
 	return PointerGetDatum(t);
 }
 
+static bool
+TextEqual(text *a, text *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 /*
- * Check the session group that ends here against what its turns make,
- * and write the derived values into its session row and summary.
+ * 22P04 about a record of the group, named in the error context: the
+ * record that is wrong, or the group's session record for the group.
  */
 static void
-FinishGroup(ImportOptions *opts, SessionGroup *g)
+ReportGroup(ImportRecord *rec, int recno, RecordType type, const char *msg, const char *detail)
+	pg_attribute_noreturn();
+
+static void
+ReportGroup(ImportRecord *rec, int recno, RecordType type, const char *msg, const char *detail)
 {
-	Oid			argtypes[8] = {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	int64		live_turns,
-				live_answers,
-				max_turn_no,
-				max_redaction,
-				covered;
-	bool		isnull;
+	rec->recno = recno;
+	rec->type = type;
+	rec->type_known = true;
+	ereport(ERROR,
+			errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
+			errmsg_internal("%s", msg),
+			detail ? errdetail_internal("%s", detail) : 0);
+}
 
-	if (!g->open || g->skipped)
+/* Turn rows in (request_id, record_version) order. */
+static int
+TurnRowByRequest(const void *a, const void *b)
+{
+	const TurnRow *x = *(const TurnRow *const *) a;
+	const TurnRow *y = *(const TurnRow *const *) b;
+	int			lx = VARSIZE_ANY_EXHDR(x->request_id);
+	int			ly = VARSIZE_ANY_EXHDR(y->request_id);
+	int			c = memcmp(VARDATA_ANY(x->request_id), VARDATA_ANY(y->request_id), Min(lx, ly));
+
+	if (c != 0)
+		return c;
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return x->version < y->version ? -1 : x->version > y->version;
+}
+
+/* Turn rows in turn_id order. */
+static int
+TurnRowById(const void *a, const void *b)
+{
+	const TurnRow *x = *(const TurnRow *const *) a;
+	const TurnRow *y = *(const TurnRow *const *) b;
+
+	return memcmp(x->turn_id->data, y->turn_id->data, UUID_LEN);
+}
+
+/* The current version of the group's turn turn_no, or NULL. */
+static TurnRow *
+CurrentTurn(SessionGroup *g, int64 turn_no)
+{
+	int			i;
+
+	for (i = 0; i < g->nturns; i++)
+		if (g->turns[i].turn_no == turn_no && g->turns[i].replaced_by == NULL)
+			return &g->turns[i];
+	return NULL;
+}
+
+/*
+ * Check the turns of a group as the API would have made them: unique ids;
+ * every request a chain of versions 1, 2, ... under one turn number, each
+ * old version naming the next, the last current; one request per turn
+ * number.
+ */
+static void
+CheckTurnChains(ImportRecord *rec, SessionGroup *g)
+{
+	TurnRow   **rows = palloc(sizeof(TurnRow *) * Max(g->nturns, 1));
+	int			i;
+
+	for (i = 0; i < g->nturns; i++)
+		rows[i] = &g->turns[i];
+
+	qsort(rows, g->nturns, sizeof(TurnRow *), TurnRowById);
+	for (i = 1; i < g->nturns; i++)
+		if (memcmp(rows[i - 1]->turn_id->data, rows[i]->turn_id->data, UUID_LEN) == 0)
+		{
+			rec->recno = Max(rows[i - 1]->recno, rows[i]->recno);
+			rec->type = REC_TURN;
+			ereport(ERROR,
+					errcode(ERRCODE_UNIQUE_VIOLATION),
+					errmsg("turn %s appears twice in session \"%s\"", UuidString(rows[i]->turn_id),
+						   g->session_name));
+		}
+
+	qsort(rows, g->nturns, sizeof(TurnRow *), TurnRowByRequest);
+	for (i = 0; i < g->nturns; i++)
 	{
-		g->open = false;
-		return;
-	}
-	g->open = false;
+		TurnRow    *t = rows[i];
+		TurnRow    *next = (i + 1 < g->nturns && TextEqual(rows[i + 1]->request_id, t->request_id))
+			? rows[i + 1] : NULL;
+		bool		first = (i == 0 || !TextEqual(rows[i - 1]->request_id, t->request_id));
+		char	   *request = text_to_cstring(t->request_id);
 
+		if (first && t->version != 1)
+			ReportGroup(rec, t->recno, REC_TURN,
+						psprintf("request \"%s\" of session \"%s\" has no version 1", request, g->session_name),
+						"The versions of a turn are numbered 1, 2, ... (record_version).");
+		if (next != NULL)
+		{
+			if (next->version != t->version + 1)
+				ReportGroup(rec, next->recno, REC_TURN,
+							psprintf("request \"%s\" of session \"%s\" has version %d after version %d",
+									 request, g->session_name, next->version, t->version),
+							next->version == t->version ? "Two turns have the same request and version." :
+							"The versions of a turn are numbered 1, 2, ... (record_version).");
+			if (t->replaced_by == NULL || memcmp(t->replaced_by->data, next->turn_id->data, UUID_LEN) != 0)
+				ReportGroup(rec, t->recno, REC_TURN,
+							psprintf("version %d of request \"%s\" of session \"%s\" is not replaced by version %d",
+									 t->version, request, g->session_name, next->version),
+							"An old version names its successor in replaced_by_turn_id; only the newest version has none.");
+			if (next->turn_no != t->turn_no)
+				ReportGroup(rec, next->recno, REC_TURN,
+							psprintf("the versions of request \"%s\" of session \"%s\" have different turn numbers",
+									 request, g->session_name), NULL);
+		}
+		else if (t->replaced_by != NULL)
+			ReportGroup(rec, t->recno, REC_TURN,
+						psprintf("the newest version of request \"%s\" of session \"%s\" names a successor",
+								 request, g->session_name),
+						"replaced_by_turn_id must be null on the current version of a turn.");
+	}
+
+	/* one request per turn number: compare the current versions */
+	for (i = 0; i < g->nturns; i++)
+	{
+		TurnRow    *other;
+
+		if (g->turns[i].replaced_by != NULL)
+			continue;
+		other = CurrentTurn(g, g->turns[i].turn_no);
+		if (other != &g->turns[i])
+			ReportGroup(rec, Max(other->recno, g->turns[i].recno), REC_TURN,
+						psprintf("turn number " INT64_FORMAT " of session \"%s\" belongs to two requests",
+								 g->turns[i].turn_no, g->session_name), NULL);
+	}
+	pfree(rows);
+}
+
+/* One array argument of TURNS_INSERT_SQL from the group's turns. */
+static Datum
+TurnColumn(SessionGroup *g, Oid type, Datum (*get) (TurnRow *t, bool *isnull))
+{
+	Datum	   *values = palloc(sizeof(Datum) * Max(g->nturns, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(g->nturns, 1));
+	int			dims[1] = {g->nturns};
+	int			lbs[1] = {1};
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			i;
+
+	for (i = 0; i < g->nturns; i++)
+		values[i] = get(&g->turns[i], &nulls[i]);
+	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, type, typlen, typbyval, typalign));
+}
+
+#define TURN_GETTER(name, expr, null_if) \
+	static Datum name(TurnRow *t, bool *isnull) { *isnull = (null_if); return (*isnull) ? (Datum) 0 : (expr); }
+TURN_GETTER(GetTurnId, UUIDPGetDatum(t->turn_id), false)
+TURN_GETTER(GetTurnNo, Int64GetDatum(t->turn_no), false)
+TURN_GETTER(GetRequestId, PointerGetDatum(t->request_id), false)
+TURN_GETTER(GetVersion, Int32GetDatum(t->version), false)
+TURN_GETTER(GetReplacedBy, UUIDPGetDatum(t->replaced_by), t->replaced_by == NULL)
+TURN_GETTER(GetIdentity, PointerGetDatum(t->identity), t->identity == NULL)
+TURN_GETTER(GetCreatedAt, TimestampTzGetDatum(t->created_at), false)
+TURN_GETTER(GetFinalizedAt, TimestampTzGetDatum(t->finalized_at), !t->finalized)
+TURN_GETTER(GetDeletedAt, TimestampTzGetDatum(t->deleted_at), !t->tombstone)
+TURN_GETTER(GetRedaction, Int64GetDatum(t->redaction), !t->has_redaction)
+TURN_GETTER(GetTranslateChat, BoolGetDatum(t->translate_chat), false)
+TURN_GETTER(GetQuestion, PointerGetDatum(t->texts[0]), t->texts[0] == NULL)
+TURN_GETTER(GetAnswer, PointerGetDatum(t->texts[1]), t->texts[1] == NULL)
+TURN_GETTER(GetQuestionTranslated, PointerGetDatum(t->texts[2]), t->texts[2] == NULL)
+TURN_GETTER(GetAnswerTranslated, PointerGetDatum(t->texts[3]), t->texts[3] == NULL)
+TURN_GETTER(GetFallback, BoolGetDatum(t->fallback), !t->has_fallback)
+TURN_GETTER(GetMetadata, PointerGetDatum(t->metadata), t->metadata == NULL)
+TURN_GETTER(GetPipeline, PointerGetDatum(t->labels[0]), t->labels[0] == NULL)
+TURN_GETTER(GetConsultant, PointerGetDatum(t->labels[1]), t->labels[1] == NULL)
+TURN_GETTER(GetRepository, PointerGetDatum(t->labels[2]), t->labels[2] == NULL)
+
+/* Write the group's turns in one statement. */
+static void
+WriteTurns(ImportOptions *opts, SessionGroup *g)
+{
+	Oid			argtypes[22] = {TEXTOID, TEXTOID, UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
+		INT4ARRAYOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
+		TIMESTAMPTZARRAYOID, INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+		TEXTARRAYOID, TEXTARRAYOID, BOOLARRAYOID, JSONBARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+	TEXTARRAYOID};
+	Datum		values[22];
+
+	if (g->nturns == 0)
+		return;
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(g->session_id);
-	values[2] = Int64GetDatum(g->has_summary ? g->summary_through : 0);
-	SpiRunPlan(SpiKeptPlan(&group_counts_plan, GROUP_COUNTS_SQL, 3, argtypes), values, NULL,
-			   false, 1, SPI_OK_SELECT);
-	live_turns = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	live_answers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	max_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	max_redaction = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-	covered = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	values[2] = TurnColumn(g, UUIDOID, GetTurnId);
+	values[3] = TurnColumn(g, INT8OID, GetTurnNo);
+	values[4] = TurnColumn(g, TEXTOID, GetRequestId);
+	values[5] = TurnColumn(g, INT4OID, GetVersion);
+	values[6] = TurnColumn(g, UUIDOID, GetReplacedBy);
+	values[7] = TurnColumn(g, TEXTOID, GetIdentity);
+	values[8] = TurnColumn(g, TIMESTAMPTZOID, GetCreatedAt);
+	values[9] = TurnColumn(g, TIMESTAMPTZOID, GetFinalizedAt);
+	values[10] = TurnColumn(g, TIMESTAMPTZOID, GetDeletedAt);
+	values[11] = TurnColumn(g, INT8OID, GetRedaction);
+	values[12] = TurnColumn(g, BOOLOID, GetTranslateChat);
+	values[13] = TurnColumn(g, TEXTOID, GetQuestion);
+	values[14] = TurnColumn(g, TEXTOID, GetAnswer);
+	values[15] = TurnColumn(g, TEXTOID, GetQuestionTranslated);
+	values[16] = TurnColumn(g, TEXTOID, GetAnswerTranslated);
+	values[17] = TurnColumn(g, BOOLOID, GetFallback);
+	values[18] = TurnColumn(g, JSONBOID, GetMetadata);
+	values[19] = TurnColumn(g, TEXTOID, GetPipeline);
+	values[20] = TurnColumn(g, TEXTOID, GetConsultant);
+	values[21] = TurnColumn(g, TEXTOID, GetRepository);
+	SpiRunPlan(SpiKeptPlan(&turns_insert_plan, TURNS_INSERT_SQL, 22, argtypes), values, NULL,
+			   false, 0, SPI_OK_INSERT);
+}
 
+/*
+ * The group that ends here: check it whole against the rules of the API
+ * and what its session record states, then write it, children after the
+ * session row in the lock order (turns, link, retrievals, clarifications,
+ * summary, context), and the derived values into the session row.
+ */
+static void
+FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		live_turns = 0,
+				live_answers = 0,
+				max_turn_no = 0,
+				max_redaction = 0,
+				covered = 0;
+	int			i;
+
+	if (!g->open)
+		return;
+	g->open = false;
+	if (g->skipped)
+		return;
+
+	rec->group_id = g->session_name;
+	CheckTurnChains(rec, g);
+	for (i = 0; i < g->nturns; i++)
+	{
+		TurnRow    *t = &g->turns[i];
+		bool		live = !t->tombstone && t->replaced_by == NULL;
+
+		max_turn_no = Max(max_turn_no, t->turn_no);
+		if (t->has_redaction)
+			max_redaction = Max(max_redaction, t->redaction);
+		live_turns += live;
+		live_answers += live && t->finalized;
+		if (g->summary_recno && live && t->turn_no <= g->summary_through)
+			covered += 1 + t->finalized;
+		/*
+		 * Redacting a turn drops the summary that covers it: a summary
+		 * covering a tombstone was written after the redaction.
+		 */
+		if (g->summary_recno && t->tombstone && t->turn_no <= g->summary_through &&
+			g->summary_updated_at < t->deleted_at)
+			ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+						psprintf("the summary of session \"%s\" was written before turn " INT64_FORMAT " it covers was redacted",
+								 g->session_name, t->turn_no),
+						"Redacting a turn drops the summary that covers it.");
+	}
+
+	/* what the session record states */
 #define CHECK_STATED(has, stated, actual, name) \
 	if ((has) && (stated) != (actual)) \
-		ereport(ERROR, \
-				errcode(ERRCODE_BAD_COPY_FILE_FORMAT), \
-				errmsg("session \"%s\" states %s " INT64_FORMAT ", but its records make " INT64_FORMAT, \
-					   g->session_name, name, (int64) (stated), (int64) (actual)), \
-				errdetail("convctx derives this count from the session's turns; the file was changed or is incomplete."))
+		ReportGroup(rec, g->recno, REC_SESSION, \
+					psprintf("session \"%s\" states %s " INT64_FORMAT ", but its records make " INT64_FORMAT, \
+							 g->session_name, name, (int64) (stated), (int64) (actual)), \
+					"convctx derives this count from the session's turns; the file was changed or is incomplete.")
 
 	CHECK_STATED(g->has_live_turns, g->live_turns, live_turns, "live_turns");
 	CHECK_STATED(g->has_live_answers, g->live_answers, live_answers, "live_answers");
-	CHECK_STATED(g->has_summary && g->summary_covered >= 0, g->summary_covered, covered,
-				 "covered_messages");
+	if (g->summary_recno && g->summary_covered >= 0 && g->summary_covered != covered)
+		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+					psprintf("the summary of session \"%s\" states covered_messages " INT64_FORMAT
+							 ", but its turns make " INT64_FORMAT,
+							 g->session_name, g->summary_covered, covered), NULL);
 	if (g->has_summary_through &&
-		(g->summary_through_null ? g->has_summary
-		 : (!g->has_summary || g->summary_through_stated != g->summary_through)))
-		ereport(ERROR,
-				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				errmsg("summary_through_turn_no of session \"%s\" does not match its summary record",
-					   g->session_name));
+		(g->summary_through_null ? g->summary_recno != 0
+		 : (g->summary_recno == 0 || g->summary_through_stated != g->summary_through)))
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("summary_through_turn_no of session \"%s\" does not match its summary record",
+							 g->session_name), NULL);
 	if (g->has_last_turn_no && g->last_turn_no < max_turn_no)
-		ereport(ERROR,
-				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				errmsg("session \"%s\" states last_turn_no " INT64_FORMAT ", but it has turn " INT64_FORMAT,
-					   g->session_name, g->last_turn_no, max_turn_no));
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("session \"%s\" states last_turn_no " INT64_FORMAT ", but it has turn " INT64_FORMAT,
+							 g->session_name, g->last_turn_no, max_turn_no), NULL);
+	/* an anonymous session's cap counts back from last_turn_no */
+	if (g->identity == NULL && g->has_last_turn_no && g->nturns > 0 && g->last_turn_no != max_turn_no)
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("anonymous session \"%s\" states last_turn_no " INT64_FORMAT ", but its newest turn is " INT64_FORMAT,
+							 g->session_name, g->last_turn_no, max_turn_no),
+					"The anonymous cap keeps the turns of the newest numbers: a gap would drop them all.");
 	if (g->has_redactions && g->redactions < max_redaction)
-		ereport(ERROR,
-				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				errmsg("session \"%s\" states redactions " INT64_FORMAT ", but a tombstone of redaction " INT64_FORMAT,
-					   g->session_name, g->redactions, max_redaction));
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("session \"%s\" states redactions " INT64_FORMAT ", but a tombstone of redaction " INT64_FORMAT,
+							 g->session_name, g->redactions, max_redaction), NULL);
+	if (g->summary_recno && g->summary_through > (g->has_last_turn_no ? g->last_turn_no : max_turn_no))
+		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+					psprintf("the summary of session \"%s\" covers turns up to " INT64_FORMAT ", past its newest turn",
+							 g->session_name, g->summary_through), NULL);
+	for (i = 0; i < g->ndata; i++)
+	{
+		TurnRow    *t = CurrentTurn(g, g->data[i].turn_no);
+
+		if (t == NULL || t->tombstone)
+			ReportGroup(rec, g->data[i].recno, g->data[i].type,
+						psprintf("the %s of turn " INT64_FORMAT " of session \"%s\" belongs to %s",
+								 record_type_names[g->data[i].type], g->data[i].turn_no, g->session_name,
+								 t == NULL ? "no turn of the session" : "a redacted turn"),
+						t == NULL ? NULL : "Redacting a turn drops its retrievals and clarifications.");
+	}
 
 	/*
 	 * An anonymous session that the next purge would delete, or that is
 	 * over the cap, would not survive: refuse it unless asked.
 	 */
-	if (g->anonymous && !opts->allow_anonymous)
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	rec->group_id = g->session_name;
+	if (g->identity == NULL && !opts->allow_anonymous)
 	{
 		if (convctx_session_ttl > 0 &&
 			g->last_activity_at < GetCurrentTimestamp() - (int64) convctx_session_ttl * USECS_PER_SEC)
@@ -579,21 +919,109 @@ FinishGroup(ImportOptions *opts, SessionGroup *g)
 					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
 	}
 
+	/* write: turns, link, retrievals and clarifications, summary, context */
+	WriteTurns(opts, g);
+	counts->imported[REC_TURN] += g->nturns;
+	values[0] = PointerGetDatum(opts->tenant);
+	values[1] = PointerGetDatum(g->session_id);
+	if (g->identity != NULL)
+	{
+		Oid			link_types[4] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		Datum		link_values[4] = {values[0], values[1], PointerGetDatum(g->identity),
+			TimestampTzGetDatum(g->link_now ? GetCurrentStatementStartTimestamp() : g->linked_at)};
+
+		SpiRunPlan(SpiKeptPlan(&link_insert_plan, LINK_INSERT_SQL, 4, link_types), link_values, NULL,
+				   false, 0, SPI_OK_INSERT);
+	}
+	for (i = 0; i < g->ndata; i++)
+	{
+		TurnDataRow *d = &g->data[i];
+		Oid			data_types[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
+		Datum		data_values[6] = {values[0], values[1], Int64GetDatum(d->turn_no),
+			PointerGetDatum(d->first), PointerGetDatum(d->second), TimestampTzGetDatum(d->recorded_at)};
+
+		rec->recno = d->recno;
+		rec->type = d->type;
+		if (d->type == REC_RETRIEVAL)
+			SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, data_types),
+					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		else
+			SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, data_types),
+					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		counts->imported[d->type]++;
+	}
+	if (g->summary_recno)
+	{
+		Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
+		Datum		sum_values[6] = {values[0], values[1], PointerGetDatum(g->summary),
+			Int64GetDatum(g->summary_through), Int64GetDatum(covered),
+		TimestampTzGetDatum(g->summary_updated_at)};
+
+		rec->recno = g->summary_recno;
+		rec->type = REC_SUMMARY;
+		SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 6, sum_types),
+				   sum_values, NULL, false, 0, SPI_OK_INSERT);
+		counts->imported[REC_SUMMARY]++;
+	}
+	if (g->context_recno)
+	{
+		Oid			ctx_types[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+		char		ctx_nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		Datum		ctx_values[6] = {values[0], values[1], PointerGetDatum(g->context),
+			TextOrNull(g->context_user, &ctx_nulls[3]), TimestampTzGetDatum(g->context_created_at),
+		TimestampTzGetDatum(g->context_updated_at)};
+
+		rec->recno = g->context_recno;
+		rec->type = REC_CONTEXT;
+		SpiRunPlan(SpiKeptPlan(&context_insert_plan, CONTEXT_INSERT_SQL, 6, ctx_types),
+				   ctx_values, ctx_nulls, false, 0, SPI_OK_INSERT_RETURNING);
+		if (SPI_processed == 0)
+		{
+			if (opts->error_on_conflict)
+				ereport(ERROR,
+						errcode(ERRCODE_UNIQUE_VIOLATION),
+						errmsg("the context of conversation \"%s\" exists already", g->session_name),
+						errhint("convctx import --on-conflict=skip leaves existing rows alone and counts them."));
+			counts->skipped[REC_CONTEXT]++;
+		}
+		else
+			counts->imported[REC_CONTEXT]++;
+	}
+
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
 	values[2] = Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no);
 	values[3] = Int64GetDatum(live_turns);
 	values[4] = Int64GetDatum(live_answers);
 	values[5] = Int64GetDatum(g->summary_through);
-	nulls[5] = g->has_summary ? ' ' : 'n';
+	nulls[5] = g->summary_recno ? ' ' : 'n';
 	values[6] = Int64GetDatum(g->has_redactions ? g->redactions : max_redaction);
-	values[7] = Int64GetDatum(covered);
-	SpiRunPlan(SpiKeptPlan(&session_finish_plan, SESSION_FINISH_SQL, 8, argtypes), values, nulls,
+	SpiRunPlan(SpiKeptPlan(&session_finish_plan, SESSION_FINISH_SQL, 7, argtypes), values, nulls,
 			   false, 0, SPI_OK_UPDATE);
 }
 
+/* 22P04 when a session or conversation comes twice in the batch. */
+static void
+CheckFirstInBatch(ImportOptions *opts, ImportRecord *rec, const char *kind, text *id)
+{
+	char		key[CONVCTX_MAX_ID_BYTES + 3];
+	bool		found;
+	int			len = VARSIZE_ANY_EXHDR(id);
+
+	memset(key, 0, sizeof(key));
+	key[0] = kind[0];
+	memcpy(key + 1, VARDATA_ANY(id), len);
+	hash_search(opts->seen, key, HASH_ENTER, &found);
+	if (found)
+		ReportBadRecord(rec, psprintf("%s \"%s\" comes twice in the batch", kind, text_to_cstring(id)),
+						NULL, "The records of a conversation come together, once.");
+}
+
 /*
- * A session record: start its group. The session row is created at once
- * (its children refer to it); when it exists the group is skipped, or
- * refused when it belongs to another identity or on_conflict is 'error'.
+ * A session record: start its group. The session row is created at once,
+ * locked for the rest of the transaction; when it exists the group is
+ * skipped, or refused when it belongs to another identity or on_conflict
+ * is 'error'.
  */
 static void
 ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
@@ -602,38 +1030,34 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	text	   *identity;
-	TimestampTz linked_at;
 	bool		linked_null;
 	bool		isnull;
-	bool		link_now = false;
-
 	MemoryContext cxt = g->cxt;
 
 	memset(g, 0, sizeof(*g));
 	g->cxt = cxt;
+	g->recno = rec->recno;
 	g->session_id = RecordId(rec, "session_id", true);
-	g->session_name = MemoryContextStrdup(cxt, text_to_cstring(g->session_id));
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		g->session_id = DatumGetTextPCopy(PointerGetDatum(g->session_id));
-		MemoryContextSwitchTo(old);
-	}
+	g->session_name = text_to_cstring(g->session_id);
 	rec->group_id = g->session_name;
+	CheckFirstInBatch(opts, rec, "session", g->session_id);
 	identity = RecordId(rec, "identity_id", false);
-	linked_at = RecordTimestamp(rec, "linked_at", false, &linked_null);
-	values[3] = TimestampTzGetDatum(RecordTimestamp(rec, "created_at", true, &isnull));
+	g->linked_at = RecordTimestamp(rec, "linked_at", false, &linked_null);
+	g->created_at = RecordTimestamp(rec, "created_at", true, &isnull);
 	g->last_activity_at = RecordTimestamp(rec, "last_activity_at", true, &isnull);
-	values[4] = TimestampTzGetDatum(g->last_activity_at);
-	g->last_turn_no = RecordInt8(rec, "last_turn_no", false, &isnull);
+	if (g->last_activity_at < g->created_at)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("last_activity_at of session \"%s\" is before its created_at", g->session_name));
+	g->last_turn_no = RecordNumber(rec, "last_turn_no", false, 0, &isnull);
 	g->has_last_turn_no = !isnull;
-	g->live_turns = RecordInt8(rec, "live_turns", false, &isnull);
+	g->live_turns = RecordNumber(rec, "live_turns", false, 0, &isnull);
 	g->has_live_turns = !isnull;
-	g->live_answers = RecordInt8(rec, "live_answers", false, &isnull);
+	g->live_answers = RecordNumber(rec, "live_answers", false, 0, &isnull);
 	g->has_live_answers = !isnull;
 	g->has_summary_through = RecordValue(rec, "summary_through_turn_no", &(JsonbValue) {0}) != NULL;
-	g->summary_through_stated = RecordInt8(rec, "summary_through_turn_no", false, &g->summary_through_null);
-	g->redactions = RecordInt8(rec, "redactions", false, &isnull);
+	g->summary_through_stated = RecordNumber(rec, "summary_through_turn_no", false, 1, &g->summary_through_null);
+	g->redactions = RecordNumber(rec, "redactions", false, 0, &isnull);
 	g->has_redactions = !isnull;
 	if (identity != NULL && linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be set when identity_id is", "linked_at", NULL);
@@ -644,14 +1068,16 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	if (identity == NULL && opts->as_identity != NULL)
 	{
 		identity = opts->as_identity;
-		link_now = true;
+		g->link_now = true;
 	}
-	g->anonymous = (identity == NULL);
+	g->identity = identity;
 	g->open = true;
 
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(g->session_id);
 	values[2] = TextOrNull(identity, &nulls[2]);
+	values[3] = TimestampTzGetDatum(g->created_at);
+	values[4] = TimestampTzGetDatum(g->last_activity_at);
 	SpiRunPlan(SpiKeptPlan(&session_insert_plan, SESSION_INSERT_SQL, 5, argtypes), values, nulls,
 			   false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
@@ -675,15 +1101,6 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 		counts->skipped[REC_SESSION]++;
 		return;
 	}
-	if (identity != NULL)
-	{
-		Oid			link_types[4] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
-
-		values[3] = link_now ? TimestampTzGetDatum(GetCurrentStatementStartTimestamp())
-			: TimestampTzGetDatum(linked_at);
-		SpiRunPlan(SpiKeptPlan(&link_insert_plan, LINK_INSERT_SQL, 4, link_types), values, NULL,
-				   false, 0, SPI_OK_INSERT);
-	}
 	counts->imported[REC_SESSION]++;
 }
 
@@ -700,23 +1117,22 @@ CheckInGroup(ImportRecord *rec, SessionGroup *g, text *session_id)
 				errdetail("The records of a session follow its session record."));
 }
 
+/* Room for one more element in a growing array of the group. */
+static void *
+GroupGrow(SessionGroup *g, void *array, int n, int *max, Size size)
+{
+	if (n < *max)
+		return array;
+	*max = Max(*max * 2, 16);
+	return array ? repalloc(array, *max * size) : MemoryContextAlloc(g->cxt, *max * size);
+}
+
+/* A turn record: checked on its own now, with its group at the end. */
 static void
 ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
-	Oid			argtypes[22] = {TEXTOID, TEXTOID, UUIDOID, INT8OID, TEXTOID, INT4OID, UUIDOID,
-		TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, BOOLOID, TEXTOID,
-		TEXTOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[22];
-	char		nulls[22];
+	TurnRow    *t;
 	bool		isnull;
-	int64		turn_no;
-	int64		version;
-	pg_uuid_t  *replaced_by;
-	text	   *identity;
-	text	   *texts[4];
-	Jsonb	   *meta;
-	bool		tombstone;
-	bool		b;
 	int			i;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
@@ -725,54 +1141,56 @@ ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 		counts->skipped[REC_TURN]++;
 		return;
 	}
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(opts->tenant);
-	values[1] = PointerGetDatum(g->session_id);
-	values[2] = UUIDPGetDatum(RecordUuid(rec, "turn_id", true));
-	turn_no = RecordInt8(rec, "turn_no", true, &isnull);
-	if (turn_no < 1)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("turn_no must be at least 1"));
-	values[3] = Int64GetDatum(turn_no);
-	values[4] = PointerGetDatum(RecordId(rec, "request_id", true));
-	version = RecordInt8(rec, "record_version", false, &isnull);
+	g->turns = GroupGrow(g, g->turns, g->nturns, &g->maxturns, sizeof(TurnRow));
+	t = &g->turns[g->nturns];
+	memset(t, 0, sizeof(*t));
+	t->recno = rec->recno;
+	t->turn_id = RecordUuid(rec, "turn_id", true);
+	t->turn_no = RecordNumber(rec, "turn_no", true, 1, &isnull);
+	t->request_id = RecordId(rec, "request_id", true);
+	t->version = (int32) RecordNumber(rec, "record_version", false, 1, &isnull);
 	if (isnull)
-		version = 1;
-	if (version < 1 || version > PG_INT32_MAX)
+		t->version = 1;
+	t->replaced_by = RecordUuid(rec, "replaced_by_turn_id", false);
+	t->identity = MappedIdentity(opts, RecordId(rec, "identity_id", false));
+	/* a turn is of its session's identity, or of none yet when linked later */
+	if (t->identity != NULL && !TextEqual(t->identity, g->identity))
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("record_version must be between 1 and %d", PG_INT32_MAX));
-	values[5] = Int32GetDatum((int32) version);
-	replaced_by = RecordUuid(rec, "replaced_by_turn_id", false);
-	values[6] = UUIDPGetDatum(replaced_by);
-	nulls[6] = replaced_by ? ' ' : 'n';
-	identity = MappedIdentity(opts, RecordId(rec, "identity_id", false));
-	if (identity == NULL && !g->anonymous && opts->as_identity != NULL)
-		identity = opts->as_identity;	/* as link_session's backfill */
-	values[7] = TextOrNull(identity, &nulls[7]);
-	values[8] = TimestampTzGetDatum(RecordTimestamp(rec, "created_at", true, &isnull));
-	values[9] = TimestampTzGetDatum(RecordTimestamp(rec, "finalized_at", false, &isnull));
-	nulls[9] = isnull ? 'n' : ' ';
-	values[10] = TimestampTzGetDatum(RecordTimestamp(rec, "deleted_at", false, &isnull));
-	nulls[10] = isnull ? 'n' : ' ';
-	tombstone = !isnull;
-	values[11] = Int64GetDatum(RecordInt8(rec, "redaction", false, &isnull));
-	nulls[11] = isnull ? 'n' : ' ';
-	b = RecordBool(rec, "translate_chat", &isnull);
-	values[12] = BoolGetDatum(isnull ? false : b);
-	texts[0] = RecordLongText(rec, "question_neutral");
-	texts[1] = RecordLongText(rec, "answer_neutral");
-	texts[2] = RecordLongText(rec, "question_translated");
-	texts[3] = RecordLongText(rec, "answer_translated");
-	for (i = 0; i < 4; i++)
-		values[13 + i] = TextOrNull(texts[i], &nulls[13 + i]);
-	values[17] = BoolGetDatum(RecordBool(rec, "answer_translated_is_fallback", &isnull));
-	nulls[17] = isnull ? 'n' : ' ';
-	meta = RecordJsonb(rec, "metadata", false, false);
-	if (tombstone)
+				errmsg("turn of identity \"%s\" in session \"%s\" of %s", text_to_cstring(t->identity),
+					   g->session_name, g->identity ? psprintf("identity \"%s\"", text_to_cstring(g->identity))
+					   : "no identity"),
+				errdetail("A turn's identity_id is null or the identity of its session."));
+	if (t->identity == NULL && g->link_now)
+		t->identity = g->identity;	/* as link_session's backfill */
+	t->created_at = RecordTimestamp(rec, "created_at", true, &isnull);
+	t->finalized_at = RecordTimestamp(rec, "finalized_at", false, &isnull);
+	t->finalized = !isnull;
+	t->deleted_at = RecordTimestamp(rec, "deleted_at", false, &isnull);
+	t->tombstone = !isnull;
+	if ((t->finalized && t->finalized_at < t->created_at) || (t->tombstone && t->deleted_at < t->created_at))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("a turn is %s before it was created", t->tombstone && t->deleted_at < t->created_at
+					   ? "redacted" : "finalized"));
+	t->redaction = RecordNumber(rec, "redaction", false, 1, &isnull);
+	t->has_redaction = !isnull;
+	if (t->has_redaction && !t->tombstone)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("a turn that is not redacted has a redaction"),
+				errdetail("redaction is the redaction generation that made a tombstone; it is null on live turns."));
+	t->translate_chat = RecordBool(rec, "translate_chat", &isnull);
+	t->texts[0] = RecordLongText(rec, "question_neutral");
+	t->texts[1] = RecordLongText(rec, "answer_neutral");
+	t->texts[2] = RecordLongText(rec, "question_translated");
+	t->texts[3] = RecordLongText(rec, "answer_translated");
+	t->fallback = RecordBool(rec, "answer_translated_is_fallback", &isnull);
+	t->has_fallback = !isnull;
+	t->metadata = RecordJsonb(rec, "metadata", false, false);
+	if (t->tombstone)
 	{
-		if (texts[0] || texts[1] || texts[2] || texts[3] || meta)
+		if (t->texts[0] || t->texts[1] || t->texts[2] || t->texts[3] || t->metadata)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("a tombstone keeps no text"),
@@ -780,44 +1198,43 @@ ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	}
 	else
 	{
-		if (texts[0] == NULL)
+		if (t->texts[0] == NULL)
 			ReportBadRecord(rec, "key \"%s\" of a %s record must be set unless the turn is a tombstone",
 							"question_neutral", NULL);
-		if (nulls[9] == ' ' && texts[1] == NULL)
+		if (VARSIZE_ANY_EXHDR(t->texts[0]) == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("question_neutral must not be empty"));
+		if (t->finalized && t->texts[1] == NULL)
 			ReportBadRecord(rec, "key \"%s\" of a %s record must be set when finalized_at is",
 							"answer_neutral", NULL);
 	}
-	if (meta != NULL)
+	if (t->metadata != NULL)
 	{
-		Jsonb	   *kept = MetadataFilterStored(meta);
+		Jsonb	   *kept = MetadataFilterStored(t->metadata);
 
-		counts->metadata_keys_dropped += JB_ROOT_COUNT(meta) - (kept ? JB_ROOT_COUNT(kept) : 0);
-		meta = kept;
+		counts->metadata_keys_dropped += JB_ROOT_COUNT(t->metadata) - (kept ? JB_ROOT_COUNT(kept) : 0);
+		t->metadata = kept;
 	}
-	values[18] = PointerGetDatum(meta);
-	nulls[18] = meta ? ' ' : 'n';
 	for (i = 0; i < 3; i++)
 	{
 		static const char *const labels[3] = {"pipeline_name", "consultant", "repository"};
-		text	   *label = RecordText(rec, labels[i], false);
 
-		if (label != NULL)
-			CheckIdLength(VARSIZE_ANY_EXHDR(label), labels[i]);
-		values[19 + i] = TextOrNull(label, &nulls[19 + i]);
+		t->labels[i] = RecordText(rec, labels[i], false);
+		if (t->labels[i] != NULL)
+			CheckIdLength(VARSIZE_ANY_EXHDR(t->labels[i]), labels[i]);
 	}
-	SpiRunPlan(SpiKeptPlan(&turn_insert_plan, TURN_INSERT_SQL, 22, argtypes), values, nulls,
-			   false, 0, SPI_OK_INSERT);
-	counts->imported[REC_TURN]++;
+	g->nturns++;
 }
 
 /* A retrieval or clarification record: (session_id, turn_no, two jsonb, recorded_at). */
 static void
-ImportTurnRecord(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+ImportTurnData(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
-	Datum		values[6];
+	TurnDataRow *d;
 	bool		isnull;
 	bool		retrieval = (rec->type == REC_RETRIEVAL);
+	int			i;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
 	if (g->skipped)
@@ -825,27 +1242,37 @@ ImportTurnRecord(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Import
 		counts->skipped[rec->type]++;
 		return;
 	}
-	values[0] = PointerGetDatum(opts->tenant);
-	values[1] = PointerGetDatum(g->session_id);
-	values[2] = Int64GetDatum(RecordInt8(rec, "turn_no", true, &isnull));
-	values[3] = PointerGetDatum(RecordJsonb(rec, retrieval ? "chunks" : "questions", true, true));
-	values[4] = PointerGetDatum(retrieval ? RecordJsonb(rec, "citations", true, true)
-								: RecordJsonb(rec, "inferred_context", true, false));
-	values[5] = TimestampTzGetDatum(RecordTimestamp(rec, "recorded_at", true, &isnull));
+	g->data = GroupGrow(g, g->data, g->ndata, &g->maxdata, sizeof(TurnDataRow));
+	d = &g->data[g->ndata];
+	d->recno = rec->recno;
+	d->type = rec->type;
+	d->turn_no = RecordNumber(rec, "turn_no", true, 1, &isnull);
+	for (i = 0; i < g->ndata; i++)
+		if (g->data[i].type == d->type && g->data[i].turn_no == d->turn_no)
+			ReportBadRecord(rec, psprintf("turn " INT64_FORMAT " of session \"%s\" has two %s records",
+										  d->turn_no, g->session_name, record_type_names[d->type]),
+							NULL, NULL);
 	if (retrieval)
-		SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, argtypes),
-				   values, NULL, false, 0, SPI_OK_INSERT);
+	{
+		d->first = RecordJsonb(rec, "chunks", true, true);
+		d->second = RecordJsonb(rec, "citations", true, true);
+		/* what record_retrieval stores: chunk objects, citations resolved to chunks */
+		CheckChunkArray(d->first, "chunks");
+		CheckChunkArray(d->second, "citations");
+	}
 	else
-		SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, argtypes),
-				   values, NULL, false, 0, SPI_OK_INSERT);
-	counts->imported[rec->type]++;
+	{
+		d->first = RecordJsonb(rec, "questions", true, true);
+		d->second = RecordJsonb(rec, "inferred_context", true, false);
+		CheckQuestions(&d->first->root, "questions");
+	}
+	d->recorded_at = RecordTimestamp(rec, "recorded_at", true, &isnull);
+	g->ndata++;
 }
 
 static void
 ImportSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
-	Datum		values[5];
 	bool		isnull;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
@@ -854,21 +1281,17 @@ ImportSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 		counts->skipped[REC_SUMMARY]++;
 		return;
 	}
-	values[0] = PointerGetDatum(opts->tenant);
-	values[1] = PointerGetDatum(g->session_id);
-	values[2] = PointerGetDatum(RecordLongText(rec, "summary"));
-	if (DatumGetPointer(values[2]) == NULL)
+	if (g->summary_recno)
+		ReportBadRecord(rec, psprintf("session \"%s\" has two summaries", g->session_name), NULL, NULL);
+	g->summary = RecordLongText(rec, "summary");
+	if (g->summary == NULL)
 		(void) RecordText(rec, "summary", true);
-	g->summary_through = RecordInt8(rec, "through_turn_no", true, &isnull);
-	values[3] = Int64GetDatum(g->summary_through);
-	g->summary_covered = RecordInt8(rec, "covered_messages", false, &isnull);
+	g->summary_through = RecordNumber(rec, "through_turn_no", true, 1, &isnull);
+	g->summary_covered = RecordNumber(rec, "covered_messages", false, 0, &isnull);
 	if (isnull)
 		g->summary_covered = -1;
-	values[4] = TimestampTzGetDatum(RecordTimestamp(rec, "updated_at", true, &isnull));
-	SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 5, argtypes),
-			   values, NULL, false, 0, SPI_OK_INSERT);
-	g->has_summary = true;
-	counts->imported[REC_SUMMARY]++;
+	g->summary_updated_at = RecordTimestamp(rec, "updated_at", true, &isnull);
+	g->summary_recno = rec->recno;
 }
 
 /*
@@ -884,28 +1307,48 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	text	   *conversation_id = RecordId(rec, "conversation_id", true);
 	Jsonb	   *ctx;
+	text	   *user;
+	TimestampTz created_at;
+	TimestampTz updated_at;
 	bool		isnull;
+	bool		in_group;
 
 	rec->group_id = text_to_cstring(conversation_id);
-	if (g->open && strcmp(g->session_name, rec->group_id) == 0)
+	in_group = g->open && strcmp(g->session_name, rec->group_id) == 0;
+	if (in_group && g->skipped)
 	{
-		if (g->skipped)
-		{
-			counts->skipped[REC_CONTEXT]++;
-			return;
-		}
+		counts->skipped[REC_CONTEXT]++;
+		return;
 	}
-	else
-		FinishGroup(opts, g);
-
 	ctx = RecordJsonb(rec, "context", true, false);
 	ContextCheckShape(ctx);
+	user = MappedIdentity(opts, RecordId(rec, "user_id", false));
+	created_at = RecordTimestamp(rec, "created_at", true, &isnull);
+	updated_at = RecordTimestamp(rec, "updated_at", true, &isnull);
+	if (updated_at < created_at)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("updated_at of the context of conversation \"%s\" is before its created_at", rec->group_id));
+	if (in_group)
+	{
+		if (g->context_recno)
+			ReportBadRecord(rec, psprintf("conversation \"%s\" has two contexts", g->session_name), NULL, NULL);
+		g->context_recno = rec->recno;
+		g->context = ctx;
+		g->context_user = user;
+		g->context_created_at = created_at;
+		g->context_updated_at = updated_at;
+		return;
+	}
+
+	/* standing alone: written now */
+	CheckFirstInBatch(opts, rec, "conversation", conversation_id);
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(conversation_id);
 	values[2] = PointerGetDatum(ctx);
-	values[3] = TextOrNull(MappedIdentity(opts, RecordId(rec, "user_id", false)), &nulls[3]);
-	values[4] = TimestampTzGetDatum(RecordTimestamp(rec, "created_at", true, &isnull));
-	values[5] = TimestampTzGetDatum(RecordTimestamp(rec, "updated_at", true, &isnull));
+	values[3] = TextOrNull(user, &nulls[3]);
+	values[4] = TimestampTzGetDatum(created_at);
+	values[5] = TimestampTzGetDatum(updated_at);
 	SpiRunPlan(SpiKeptPlan(&context_insert_plan, CONTEXT_INSERT_SQL, 6, argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
@@ -921,15 +1364,16 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	counts->imported[REC_CONTEXT]++;
 }
 
-/* Parse one line of the batch and write it. */
+/*
+ * Take one record, parsed. What a group keeps of it is copied into the
+ * current memory context (the group's): texts, ids and jsonb values.
+ */
 static void
-ImportOne(ImportOptions *opts, ImportRecord *rec, text *line, SessionGroup *g, ImportCounts *counts)
+ImportOne(ImportOptions *opts, ImportRecord *rec, Jsonb *jb, SessionGroup *g, ImportCounts *counts)
 {
-	Jsonb	   *jb;
 	JsonbValue	tv;
 	int			t;
 
-	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(line))));
 	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
 		ereport(ERROR,
 				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
@@ -954,7 +1398,6 @@ ImportOne(ImportOptions *opts, ImportRecord *rec, text *line, SessionGroup *g, I
 	switch (rec->type)
 	{
 		case REC_SESSION:
-			FinishGroup(opts, g);
 			ImportSession(opts, rec, g, counts);
 			break;
 		case REC_TURN:
@@ -962,7 +1405,7 @@ ImportOne(ImportOptions *opts, ImportRecord *rec, text *line, SessionGroup *g, I
 			break;
 		case REC_RETRIEVAL:
 		case REC_CLARIFICATION:
-			ImportTurnRecord(opts, rec, g, counts);
+			ImportTurnData(opts, rec, g, counts);
 			break;
 		case REC_SUMMARY:
 			ImportSummary(opts, rec, g, counts);
@@ -975,7 +1418,29 @@ ImportOne(ImportOptions *opts, ImportRecord *rec, text *line, SessionGroup *g, I
 	}
 }
 
-/* Write the records of lines (a one-dimensional text array) in order. */
+/*
+ * Does the record of line start a new group (a session record, or a
+ * context of a conversation other than the open group's)? Read cheaply,
+ * before the record is parsed into the group's memory.
+ */
+static bool
+StartsGroup(Jsonb *jb, SessionGroup *g)
+{
+	JsonbValue	v;
+
+	if (JSONB_KEY(&jb->root, "type", &v) == NULL || v.type != jbvString)
+		return false;
+	if (JsonbStringIs(&v, "session"))
+		return true;
+	if (!JsonbStringIs(&v, "context") || !g->open)
+		return false;
+	if (JSONB_KEY(&jb->root, "conversation_id", &v) == NULL || v.type != jbvString)
+		return false;
+	return (int) strlen(g->session_name) != v.val.string.len ||
+		memcmp(g->session_name, v.val.string.val, v.val.string.len) != 0;
+}
+
+/* Take the records of lines (a one-dimensional text array) in order. */
 static void
 ImportBatch(ImportOptions *opts, ArrayType *lines, ImportCounts *counts)
 {
@@ -985,8 +1450,9 @@ ImportBatch(ImportOptions *opts, ArrayType *lines, ImportCounts *counts)
 	ImportRecord rec;
 	SessionGroup g;
 	ErrorContextCallback errcb;
+	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext per_record;
-	MemoryContext old;
+	HASHCTL		hctl;
 
 	memset(&rec, 0, sizeof(rec));
 	memset(&g, 0, sizeof(g));
@@ -995,10 +1461,14 @@ ImportBatch(ImportOptions *opts, ArrayType *lines, ImportCounts *counts)
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("records must be a one-dimensional array"));
 
-	/* a group's values live in the call's context, a record's in its own */
-	g.cxt = CurrentMemoryContext;
-	per_record = AllocSetContextCreate(CurrentMemoryContext, "convctx import record",
-									   ALLOCSET_DEFAULT_SIZES);
+	import_latest = GetCurrentTransactionStartTimestamp() + IMPORT_CLOCK_SKEW;
+	hctl.keysize = CONVCTX_MAX_ID_BYTES + 3;
+	hctl.entrysize = hctl.keysize;
+	hctl.hcxt = caller;
+	opts->seen = hash_create("convctx import ids", 256, &hctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	/* a group's records live in its context until it is written */
+	g.cxt = AllocSetContextCreate(caller, "convctx import group", ALLOCSET_DEFAULT_SIZES);
+	per_record = AllocSetContextCreate(caller, "convctx import record", ALLOCSET_DEFAULT_SIZES);
 	errcb.callback = ImportErrorContext;
 	errcb.arg = &rec;
 	errcb.previous = error_context_stack;
@@ -1008,6 +1478,8 @@ ImportBatch(ImportOptions *opts, ArrayType *lines, ImportCounts *counts)
 	it = array_create_iterator(lines, 0, NULL);
 	while (array_iterate(it, &d, &isnull))
 	{
+		Jsonb	   *jb;
+
 		rec.recno++;
 		rec.type_known = false;
 		rec.group_id = NULL;
@@ -1015,15 +1487,31 @@ ImportBatch(ImportOptions *opts, ArrayType *lines, ImportCounts *counts)
 			ereport(ERROR,
 					errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					errmsg("an import record must not be null"));
-		old = MemoryContextSwitchTo(per_record);
-		ImportOne(opts, &rec, DatumGetTextPP(d), &g, counts);
-		MemoryContextSwitchTo(old);
+		MemoryContextSwitchTo(per_record);
+		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(DatumGetTextPP(d)))));
+		/* a record that starts a group ends the one before */
+		if (StartsGroup(jb, &g))
+		{
+			int			recno = rec.recno;
+
+			MemoryContextSwitchTo(g.cxt);
+			FinishGroup(opts, &rec, &g, counts);
+			MemoryContextReset(g.cxt);
+			rec.recno = recno;
+			rec.type_known = false;
+			rec.group_id = NULL;
+		}
+		MemoryContextSwitchTo(g.cxt);
+		ImportOne(opts, &rec, jb, &g, counts);
+		MemoryContextSwitchTo(caller);
 		MemoryContextReset(per_record);
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
+	MemoryContextSwitchTo(g.cxt);
+	FinishGroup(opts, &rec, &g, counts);
+	MemoryContextSwitchTo(caller);
 	rec.recno = 0;
-	FinishGroup(opts, &g);
 	array_free_iterator(it);
 	SPI_finish();
 	error_context_stack = errcb.previous;

@@ -399,16 +399,17 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	" SELECT tenant_id, pg_catalog.count(*) FROM d GROUP BY tenant_id"
 
 /*
- * Lock the session's row and bump its redaction generation; returns the
- * new generation, or 0 when the session does not exist. SPI must be
- * connected.
+ * Lock the session's row and bump its redaction generation; false when
+ * the session does not exist, else true with the new generation in
+ * *generation. SPI must be connected.
  */
-static int64
-RedactionLock(text *tenant, text *session_id)
+static bool
+RedactionLock(text *tenant, text *session_id, int64 *generation)
 {
 	SpiRunSessionPlan(&redaction_lock_plan, REDACTION_LOCK_SQL, tenant, session_id,
 					  false, 0, SPI_OK_UPDATE_RETURNING);
-	return SPI_processed > 0 ? SpiFirstInt8() : 0;
+	*generation = SPI_processed > 0 ? SpiFirstInt8() : 0;
+	return SPI_processed > 0;
 }
 
 /*
@@ -442,11 +443,13 @@ RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	UUIDPGetDatum(turn_id), (Datum) 0};
 	int64		versions;
+	int64		generation;
 	JsonbParseState *details = NULL;
 	char	   *id = UuidString(turn_id);
 
 	SPI_connect();
-	values[3] = Int64GetDatum(RedactionLock(tenant, session_id));
+	(void) RedactionLock(tenant, session_id, &generation);
+	values[3] = Int64GetDatum(generation);
 	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 4, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	versions = SpiFirstInt8();
@@ -490,8 +493,7 @@ RedactSession(text *tenant, text *session_id)
 	JsonbParseState *details = NULL;
 
 	SPI_connect();
-	generation = RedactionLock(tenant, session_id);
-	if (generation > 0)
+	if (RedactionLock(tenant, session_id, &generation))
 	{
 		values[2] = Int64GetDatum(generation);
 		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),

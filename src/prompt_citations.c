@@ -106,8 +106,8 @@ ChunkId(JsonbContainer *chunk, JsonbValue *id)
 		elog(ERROR, "chunk without an id");
 }
 
-/* Check that an argument is an array of chunk objects. */
-static void
+/* Check that an argument is an array of chunk objects (also import.c). */
+void
 CheckChunkArray(Jsonb *arr, const char *what)
 {
 	int			n;

@@ -50,7 +50,7 @@ static SPIPlanPtr load_plan = NULL;
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3"
 
 /* Check an array of question objects {question, id?, type?, ...}. */
-static void
+void
 CheckQuestions(JsonbContainer *arr, const char *what)
 {
 	int			n = JsonContainerSize(arr);
