@@ -129,6 +129,18 @@ extern void importer_count_dropped(Importer *imp, const char *what, long long n)
 extern void importer_abort(Importer *imp) __attribute__((noreturn));
 extern void importer_stop(Importer *imp) __attribute__((noreturn));
 
+/* jsonl_scan.c: a line's strict check, and the strings grouping needs */
+typedef struct ScannedLine
+{
+	char	   *type;
+	char	   *session_id;
+	char	   *conversation_id;
+} ScannedLine;
+
+extern bool scan_jsonl_line(const char *line, size_t len, ScannedLine *out, int *column,
+							const char **message);
+extern void scanned_line_free(ScannedLine *l);
+
 /* sources.c */
 extern void import_source(Importer *imp, FILE *in);
 

@@ -841,8 +841,17 @@ typedef struct LineRecord
 {
 	int			type;			/* -1: header, -2: trailer */
 	const char *id;
-	json_t	   *value;
+	json_t	   *value;			/* the header or trailer, parsed */
+	ScannedLine scanned;
 } LineRecord;
+
+static void
+line_record_free(LineRecord *rec)
+{
+	json_decref(rec->value);
+	scanned_line_free(&rec->scanned);
+	memset(rec, 0, sizeof(*rec));
+}
 
 /* "FILE:LINE:COL: error: ..." and stop or reject. */
 static void
@@ -865,54 +874,36 @@ line_error(Importer *imp, long lineno, int column, const char *fmt,...)
 }
 
 /*
- * Parse a line of convctx.jsonl. false (after printing why) when it is
- * not a record of the format.
+ * Check a line of convctx.jsonl (jsonl_scan.c) and find its type and
+ * conversation. false (after printing why) when it is not a record of
+ * the format.
  */
 static bool
 parse_line(Importer *imp, const char *line, size_t len, long lineno, LineRecord *rec)
 {
-	json_error_t jerr;
-	json_t	   *type;
+	int			column;
+	const char *message;
 	const char *type_name;
-	json_t	   *id;
 	int			t;
 
-	/*
-	 * Integers as reals: only to look at the line, which is sent as read;
-	 * a 20-digit integer is valid JSON that jansson's integers cannot hold.
-	 */
-	rec->value = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
-	if (rec->value == NULL)
+	memset(rec, 0, sizeof(*rec));
+	if (!scan_jsonl_line(line, len, &rec->scanned, &column, &message))
 	{
-		if (json_error_code(&jerr) == json_error_null_character)
-			line_error(imp, lineno, jerr.column,
-					   "\\u0000 is not allowed: PostgreSQL text cannot hold the NUL character");
-		else if (json_error_code(&jerr) == json_error_duplicate_key)
-			line_error(imp, lineno, jerr.column, "%s (a key may appear once in a record)", jerr.text);
-		else
-			line_error(imp, lineno, jerr.column, "invalid JSON: %s", jerr.text);
+		line_error(imp, lineno, column, "%s%s", strncmp(message, "\\u0000", 6) == 0 ||
+				   strncmp(message, "duplicate", 9) == 0 ? "" : "invalid JSON: ", message);
 		return false;
 	}
-	if (!json_is_object(rec->value))
-	{
-		line_error(imp, lineno, 1, "a record must be a JSON object");
-		return false;
-	}
-	type = json_object_get(rec->value, "type");
-	if (!json_is_string(type))
+	type_name = rec->scanned.type;
+	if (type_name == NULL)
 	{
 		line_error(imp, lineno, 0, "a record must have a string \"type\"");
 		return false;
 	}
-	type_name = json_string_value(type);
-	if (strcmp(type_name, "header") == 0)
+	if (strcmp(type_name, "header") == 0 || strcmp(type_name, "end") == 0)
 	{
-		rec->type = -1;
-		return true;
-	}
-	if (strcmp(type_name, "end") == 0)
-	{
-		rec->type = -2;
+		/* two lines of a file: parsed whole, for their values */
+		rec->type = type_name[0] == 'h' ? -1 : -2;
+		rec->value = json_loadb(line, len, JSON_DECODE_INT_AS_REAL, NULL);
 		return true;
 	}
 	for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type_name) != 0; t++)
@@ -923,14 +914,13 @@ parse_line(Importer *imp, const char *line, size_t len, long lineno, LineRecord 
 		return false;
 	}
 	rec->type = t;
-	id = json_object_get(rec->value, strcmp(type_name, "context") == 0 ? "conversation_id" : "session_id");
-	if (!json_is_string(id) || json_string_length(id) == 0)
+	rec->id = t == 5 ? rec->scanned.conversation_id : rec->scanned.session_id;
+	if (rec->id == NULL || rec->id[0] == '\0')
 	{
 		line_error(imp, lineno, 0, "a %s record must have a non-empty string \"%s\"", type_name,
 				   t == 5 ? "conversation_id" : "session_id");
 		return false;
 	}
-	rec->id = json_string_value(id);
 	return true;
 }
 
@@ -1099,7 +1089,7 @@ import_convctx(Importer *imp, FILE *in)
 		memset(&rec, 0, sizeof(rec));
 		if (!parse_line(imp, line, len, lineno, &rec))
 		{
-			json_decref(rec.value);
+			line_record_free(&rec);
 			if (lineno == 1)
 				importer_abort(imp);
 			bad_line(imp, &group, &bad, "", line, len, lineno);
@@ -1116,14 +1106,14 @@ import_convctx(Importer *imp, FILE *in)
 				importer_abort(imp);
 			}
 			check_header(imp, &rec);
-			json_decref(rec.value);
+			line_record_free(&rec);
 			continue;
 		}
 		if (rec.type == -2)
 		{
 			close_group(imp, &group, &bad);
 			check_trailer(imp, &rec, lineno, counts, unreadable);
-			json_decref(rec.value);
+			line_record_free(&rec);
 			trailer = true;
 			continue;
 		}
@@ -1148,7 +1138,7 @@ import_convctx(Importer *imp, FILE *in)
 			close_group(imp, &group, &bad);
 			bad_line(imp, &group, &bad, rec.id, line, len, lineno);
 		}
-		json_decref(rec.value);
+		line_record_free(&rec);
 	}
 	if (ferror(in))
 		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
