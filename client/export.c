@@ -307,11 +307,11 @@ export_main(int argc, char **argv)
 	PQclear(run(conn, "starting the export",
 				o.messages ?
 				"DECLARE records NO SCROLL CURSOR FOR"
-				" SELECT record_type, line FROM convctx.export_messages($1, $2,"
-				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz)" :
+				" SELECT (e.r).record_type, (e.r).line FROM (SELECT convctx.export_messages($1, $2,"
+				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz) AS r) e" :
 				"DECLARE records NO SCROLL CURSOR FOR"
-				" SELECT record_type, line FROM convctx.export_records($1, $2,"
-				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz)",
+				" SELECT (e.r).record_type, (e.r).line FROM (SELECT convctx.export_records($1, $2,"
+				" $3::pg_catalog.timestamptz, $4::pg_catalog.timestamptz) AS r) e",
 				4, params, PGRES_COMMAND_OK));
 	total = write_records(out, conn, &o, counts);
 	if (!o.messages)

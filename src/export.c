@@ -17,11 +17,17 @@
  * conversation has no session row (purge leaves it to convctx.context_ttl)
  * is a group of its own.
  *
- * Administrators only, for the tenant they act for; the rows are read as
- * the extension's owner through a cursor, a batch at a time, into the
- * result's tuplestore (which spills to disk), so the backend's memory does
- * not grow with the export. Timestamps are printed in the caller's
- * TimeZone (the tool sets UTC).
+ * The records stream: the conversations are walked in session_id order
+ * (only their keys and their session and context lines are sorted), and
+ * each one's rows are read by index for it and ordered within it, so
+ * nothing sorts the whole export. The functions return a row per call,
+ * reading the statement as the extension's owner through a cursor a batch
+ * at a time; called in a select list (as the tool does) nothing holds more
+ * than a batch, so neither the backend's memory nor its temporary files
+ * grow with the export.
+ *
+ * Administrators only, for the tenant they act for. Timestamps are printed
+ * in the caller's TimeZone (the tool sets UTC).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -31,12 +37,15 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/tuplestore.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
 
 #include "convctx.h"
 
@@ -73,9 +82,9 @@ static SPIPlanPtr messages_plan = NULL;
 	"              AND ($5::pg_catalog.timestamptz IS NULL OR cc.created_at OPERATOR(pg_catalog.<) $5)" \
 	"              AND NOT EXISTS (SELECT 1 FROM convctx.session x" \
 	"                               WHERE x.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"                                 AND x.session_id OPERATOR(pg_catalog.=) cc.conversation_id))))" \
-	" SELECT r.record_type, r.line::pg_catalog.text FROM (" \
-	"  SELECT s.session_id AS k, 0 AS part, 0::pg_catalog.int8 AS n1, 0 AS n2, 'session' AS record_type," \
+	"                                 AND x.session_id OPERATOR(pg_catalog.=) cc.conversation_id))))," \
+	" g AS (" \
+	"  SELECT s.session_id AS k, 0 AS part, 'session' AS record_type," \
 	"         pg_catalog.jsonb_build_object('type', 'session', 'session_id', s.session_id," \
 	"           'identity_id', s.identity_id, 'linked_at', l.linked_at, 'created_at', s.created_at," \
 	"           'last_activity_at', s.last_activity_at, 'last_turn_no', s.last_turn_no," \
@@ -84,8 +93,16 @@ static SPIPlanPtr messages_plan = NULL;
 	"    FROM s LEFT JOIN convctx.session_link l" \
 	"      ON l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"  UNION ALL" \
-	"  SELECT t.session_id, 1, t.turn_no, t.record_version, 'turn'," \
-	"         pg_catalog.jsonb_build_object('type', 'turn', 'session_id', t.session_id," \
+	"  SELECT c.conversation_id, 5, 'context'," \
+	"         pg_catalog.jsonb_build_object('type', 'context', 'conversation_id', c.conversation_id," \
+	"           'context', c.context_json, 'user_id', c.user_id, 'created_at', c.created_at," \
+	"           'updated_at', c.updated_at)" \
+	"    FROM c)" \
+	" SELECT r.record_type, r.line::pg_catalog.text" \
+	"  FROM (SELECT * FROM g ORDER BY g.k, g.part) g CROSS JOIN LATERAL (" \
+	"  SELECT g.record_type, g.line, 0 AS part, 0::pg_catalog.int8 AS n1, 0 AS n2" \
+	"  UNION ALL" \
+	"  SELECT 'turn', pg_catalog.jsonb_build_object('type', 'turn', 'session_id', t.session_id," \
 	"           'turn_id', t.turn_id, 'turn_no', t.turn_no, 'request_id', t.request_id," \
 	"           'record_version', t.record_version, 'replaced_by_turn_id', t.replaced_by_turn_id," \
 	"           'identity_id', t.identity_id, 'created_at', t.created_at, 'finalized_at', t.finalized_at," \
@@ -94,37 +111,32 @@ static SPIPlanPtr messages_plan = NULL;
 	"           'question_translated', t.question_translated, 'answer_translated', t.answer_translated," \
 	"           'answer_translated_is_fallback', t.answer_translated_is_fallback," \
 	"           'metadata', t.metadata, 'pipeline_name', t.pipeline_name, 'consultant', t.consultant," \
-	"           'repository', t.repository)" \
-	"    FROM convctx.turn t JOIN s ON s.session_id OPERATOR(pg_catalog.=) t.session_id" \
-	"   WHERE t.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"           'repository', t.repository), 1, t.turn_no, t.record_version" \
+	"    FROM convctx.turn t" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND t.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND t.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
-	"  SELECT r.session_id, 2, r.turn_no, 0, 'retrieval'," \
-	"         pg_catalog.jsonb_build_object('type', 'retrieval', 'session_id', r.session_id," \
+	"  SELECT 'retrieval', pg_catalog.jsonb_build_object('type', 'retrieval', 'session_id', r.session_id," \
 	"           'turn_no', r.turn_no, 'chunks', r.chunks, 'citations', r.citations," \
-	"           'recorded_at', r.recorded_at)" \
-	"    FROM convctx.turn_retrieval r JOIN s ON s.session_id OPERATOR(pg_catalog.=) r.session_id" \
-	"   WHERE r.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"           'recorded_at', r.recorded_at), 2, r.turn_no, 0" \
+	"    FROM convctx.turn_retrieval r" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND r.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND r.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
-	"  SELECT q.session_id, 3, q.turn_no, 0, 'clarification'," \
-	"         pg_catalog.jsonb_build_object('type', 'clarification', 'session_id', q.session_id," \
+	"  SELECT 'clarification', pg_catalog.jsonb_build_object('type', 'clarification', 'session_id', q.session_id," \
 	"           'turn_no', q.turn_no, 'questions', q.questions, 'inferred_context', q.inferred_context," \
-	"           'recorded_at', q.recorded_at)" \
-	"    FROM convctx.clarification q JOIN s ON s.session_id OPERATOR(pg_catalog.=) q.session_id" \
-	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"           'recorded_at', q.recorded_at), 3, q.turn_no, 0" \
+	"    FROM convctx.clarification q" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND q.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND q.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
-	"  SELECT m.session_id, 4, 0, 0, 'summary'," \
-	"         pg_catalog.jsonb_build_object('type', 'summary', 'session_id', m.session_id," \
+	"  SELECT 'summary', pg_catalog.jsonb_build_object('type', 'summary', 'session_id', m.session_id," \
 	"           'summary', m.summary, 'through_turn_no', m.through_turn_no," \
-	"           'covered_messages', m.covered_messages, 'updated_at', m.updated_at)" \
-	"    FROM convctx.session_summary m JOIN s ON s.session_id OPERATOR(pg_catalog.=) m.session_id" \
-	"   WHERE m.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"  UNION ALL" \
-	"  SELECT c.conversation_id, 5, 0, 0, 'context'," \
-	"         pg_catalog.jsonb_build_object('type', 'context', 'conversation_id', c.conversation_id," \
-	"           'context', c.context_json, 'user_id', c.user_id, 'created_at', c.created_at," \
-	"           'updated_at', c.updated_at)" \
-	"    FROM c) r" \
-	" ORDER BY r.k, r.part, r.n1, r.n2"
+	"           'covered_messages', m.covered_messages, 'updated_at', m.updated_at), 4, 0, 0" \
+	"    FROM convctx.session_summary m" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND m.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND m.session_id OPERATOR(pg_catalog.=) g.k" \
+	"  ORDER BY 3, 4, 5) r"
 
 /*
  * The same sessions as EXPORT_SQL ($1 to $5), a line each: the current,
@@ -170,13 +182,29 @@ typedef struct ExportFilter
 	bool		until_null;
 } ExportFilter;
 
+static ExportFilter ArgExportFilter(FunctionCallInfo fcinfo);
+
 /*
- * Put the rows of the statement sql (record_type text, line text) for the
- * tenant's conversations that f selects into result, a batch at a time.
+ * An export in progress, kept across the calls of the function: the
+ * cursor the rows are read from, and the batch read last.
  */
-static void
-ExportRows(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
-		   Tuplestorestate *result, TupleDesc desc)
+typedef struct ExportState
+{
+	char	   *cursor;			/* the portal's name; NULL once closed */
+	MemoryContext batch_cxt;	/* holds the batch; reset for the next */
+	Datum	   *values;			/* 2 per row: record_type, line */
+	bool	   *nulls;
+	uint64		rows;			/* rows in the batch */
+	uint64		next;			/* the next row to return */
+} ExportState;
+
+/*
+ * Open a cursor, as the owner, over the statement sql for the tenant's
+ * conversations that f selects; returns its name.
+ */
+static char *
+OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
+				 MemoryContext cxt)
 {
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(f->session_id),
@@ -184,8 +212,9 @@ ExportRows(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
 	char		nulls[5] = {' ', f->session_id ? ' ' : 'n', f->identity_id ? ' ' : 'n',
 		f->since_null ? 'n' : ' ', f->until_null ? 'n' : ' '};
 	SPIPlanPtr	plan;
-	Portal		portal;
+	volatile Portal portal = NULL;
 	OwnerSwitch sw;
+	char	   *name;
 
 	SPI_connect();
 	plan = SpiKeptPlan(cache, sql, 5, argtypes);
@@ -193,26 +222,65 @@ ExportRows(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
 	PG_TRY();
 	{
 		portal = SPI_cursor_open(NULL, plan, values, nulls, true);
-		for (;;)
+	}
+	PG_FINALLY();
+	{
+		ActAsCaller(&sw);
+	}
+	PG_END_TRY();
+	name = MemoryContextStrdup(cxt, portal->name);
+	SPI_finish();
+	return name;
+}
+
+/*
+ * Read the next batch of the cursor into st, as the owner; closes the
+ * cursor when it has no more rows.
+ */
+static void
+FetchExportBatch(ExportState *st)
+{
+	OwnerSwitch sw;
+
+	MemoryContextReset(st->batch_cxt);
+	st->rows = st->next = 0;
+	SPI_connect();
+	ActAsOwner(&sw);
+	PG_TRY();
+	{
+		Portal		portal = SPI_cursor_find(st->cursor);
+
+		if (portal == NULL)
+			elog(ERROR, "export cursor \"%s\" does not exist", st->cursor);
+		SPI_cursor_fetch(portal, true, EXPORT_BATCH);
+		if (SPI_processed == 0)
 		{
+			SPI_cursor_close(portal);
+			st->cursor = NULL;
+		}
+		else
+		{
+			MemoryContext old = MemoryContextSwitchTo(st->batch_cxt);
 			uint64		i;
 
-			SPI_cursor_fetch(portal, true, EXPORT_BATCH);
-			if (SPI_processed == 0)
-				break;
+			st->values = palloc(sizeof(Datum) * 2 * SPI_processed);
+			st->nulls = palloc(sizeof(bool) * 2 * SPI_processed);
 			for (i = 0; i < SPI_processed; i++)
 			{
-				Datum		row[2];
-				bool		row_nulls[2];
+				int			a;
 
-				row[0] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &row_nulls[0]);
-				row[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &row_nulls[1]);
-				tuplestore_putvalues(result, desc, row, row_nulls);
+				for (a = 0; a < 2; a++)
+				{
+					Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+												  a + 1, &st->nulls[2 * i + a]);
+
+					st->values[2 * i + a] = st->nulls[2 * i + a] ? (Datum) 0 : datumCopy(v, false, -1);
+				}
 			}
-			SPI_freetuptable(SPI_tuptable);
-			CHECK_FOR_INTERRUPTS();
+			st->rows = SPI_processed;
+			MemoryContextSwitchTo(old);
 		}
-		SPI_cursor_close(portal);
+		SPI_freetuptable(SPI_tuptable);
 	}
 	PG_FINALLY();
 	{
@@ -220,6 +288,77 @@ ExportRows(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
 	}
 	PG_END_TRY();
 	SPI_finish();
+}
+
+/* When the query stops before the last row: close the cursor. */
+static void
+CloseExportCursor(Datum arg)
+{
+	ExportState *st = (ExportState *) DatumGetPointer(arg);
+
+	if (st->cursor != NULL)
+	{
+		Portal		portal = SPI_cursor_find(st->cursor);
+
+		st->cursor = NULL;
+		if (portal != NULL)
+			SPI_cursor_close(portal);
+	}
+}
+
+/*
+ * The rows (record_type text, line text) of the statement sql, a value per
+ * call: the first call opens a cursor, as the owner, and each batch of
+ * EXPORT_BATCH rows is read from it as the rows are asked for, so that a
+ * caller that reads the function in its select list (as the tool does)
+ * gets the first rows at once and neither side holds the whole export.
+ * (In FROM, the executor still gathers the rows in its tuplestore.)
+ */
+static Datum
+ExportRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql)
+{
+	FuncCallContext *funcctx;
+	ExportState *st;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		ExportFilter f = ArgExportFilter(fcinfo);
+		text	   *tenant = CurrentTenant();
+		TupleDesc	desc;
+		MemoryContext old;
+
+		funcctx = SRF_FIRSTCALL_INIT();
+		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		funcctx->tuple_desc = BlessTupleDesc(desc);
+		st = palloc0(sizeof(ExportState));
+		st->batch_cxt = AllocSetContextCreate(funcctx->multi_call_memory_ctx,
+											  "convctx export batch", ALLOCSET_DEFAULT_SIZES);
+		MemoryContextSwitchTo(old);
+		st->cursor = OpenExportCursor(cache, sql, tenant, &f, funcctx->multi_call_memory_ctx);
+		funcctx->user_fctx = st;
+		RegisterExprContextCallback(rsinfo->econtext, CloseExportCursor, PointerGetDatum(st));
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	st = (ExportState *) funcctx->user_fctx;
+	if (st->next >= st->rows && st->cursor != NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		FetchExportBatch(st);
+	}
+	if (st->next < st->rows)
+	{
+		HeapTuple	tuple = heap_form_tuple(funcctx->tuple_desc, &st->values[2 * st->next],
+										   &st->nulls[2 * st->next]);
+
+		st->next++;
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(tuple));
+	}
+	UnregisterExprContextCallback(((ReturnSetInfo *) fcinfo->resultinfo)->econtext,
+								  CloseExportCursor, PointerGetDatum(st));
+	SRF_RETURN_DONE(funcctx);
 }
 
 /* The filter of arguments 0 to 3: session_id, identity_id, since, until. */
@@ -246,12 +385,7 @@ PG_FUNCTION_INFO_V1(convctx_export_records);
 Datum
 convctx_export_records(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ExportFilter f = ArgExportFilter(fcinfo);
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	ExportRows(&export_plan, EXPORT_SQL, CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
-	return (Datum) 0;
+	return ExportRows(fcinfo, &export_plan, EXPORT_SQL);
 }
 
 PG_FUNCTION_INFO_V1(convctx_export_messages);
@@ -263,10 +397,5 @@ PG_FUNCTION_INFO_V1(convctx_export_messages);
 Datum
 convctx_export_messages(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ExportFilter f = ArgExportFilter(fcinfo);
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	ExportRows(&messages_plan, MESSAGES_SQL, CurrentTenant(), &f, rsinfo->setResult, rsinfo->setDesc);
-	return (Datum) 0;
+	return ExportRows(fcinfo, &messages_plan, MESSAGES_SQL);
 }
