@@ -44,8 +44,13 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/datum.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/typcache.h"
 
 #include "convctx.h"
 
@@ -62,6 +67,11 @@ static SPIPlanPtr messages_plan = NULL;
  * sessions; those saved with the identity as user_id; and, with no
  * session named, those whose conversation has no session row and that
  * pass the same filters.
+ *
+ * g holds a row per group (a chosen session, a chosen context), sorted by
+ * key; for each, the lateral subquery reads the session's rows by index
+ * and orders them. Columns: record_type, line, and for a turn record the
+ * turn row instead of the line (TurnLine writes it).
  */
 #define EXPORT_SQL \
 	"WITH s AS (" \
@@ -98,41 +108,33 @@ static SPIPlanPtr messages_plan = NULL;
 	"           'context', c.context_json, 'user_id', c.user_id, 'created_at', c.created_at," \
 	"           'updated_at', c.updated_at)" \
 	"    FROM c)" \
-	" SELECT r.record_type, r.line::pg_catalog.text" \
+	" SELECT r.record_type, r.line::pg_catalog.text, r.turn" \
 	"  FROM (SELECT * FROM g ORDER BY g.k, g.part) g CROSS JOIN LATERAL (" \
-	"  SELECT g.record_type, g.line, 0 AS part, 0::pg_catalog.int8 AS n1, 0 AS n2" \
+	"  SELECT g.record_type, g.line, 0 AS part, 0::pg_catalog.int8 AS n1, 0 AS n2," \
+	"         NULL::convctx.turn AS turn" \
 	"  UNION ALL" \
-	"  SELECT 'turn', pg_catalog.jsonb_build_object('type', 'turn', 'session_id', t.session_id," \
-	"           'turn_id', t.turn_id, 'turn_no', t.turn_no, 'request_id', t.request_id," \
-	"           'record_version', t.record_version, 'replaced_by_turn_id', t.replaced_by_turn_id," \
-	"           'identity_id', t.identity_id, 'created_at', t.created_at, 'finalized_at', t.finalized_at," \
-	"           'deleted_at', t.deleted_at, 'redaction', t.redaction, 'translate_chat', t.translate_chat," \
-	"           'question_neutral', t.question_neutral, 'answer_neutral', t.answer_neutral," \
-	"           'question_translated', t.question_translated, 'answer_translated', t.answer_translated," \
-	"           'answer_translated_is_fallback', t.answer_translated_is_fallback," \
-	"           'metadata', t.metadata, 'pipeline_name', t.pipeline_name, 'consultant', t.consultant," \
-	"           'repository', t.repository), 1, t.turn_no, t.record_version" \
+	"  SELECT 'turn', NULL, 1, t.turn_no, t.record_version, t" \
 	"    FROM convctx.turn t" \
 	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND t.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"     AND t.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
 	"  SELECT 'retrieval', pg_catalog.jsonb_build_object('type', 'retrieval', 'session_id', r.session_id," \
 	"           'turn_no', r.turn_no, 'chunks', r.chunks, 'citations', r.citations," \
-	"           'recorded_at', r.recorded_at), 2, r.turn_no, 0" \
+	"           'recorded_at', r.recorded_at), 2, r.turn_no, 0, NULL" \
 	"    FROM convctx.turn_retrieval r" \
 	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND r.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"     AND r.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
 	"  SELECT 'clarification', pg_catalog.jsonb_build_object('type', 'clarification', 'session_id', q.session_id," \
 	"           'turn_no', q.turn_no, 'questions', q.questions, 'inferred_context', q.inferred_context," \
-	"           'recorded_at', q.recorded_at), 3, q.turn_no, 0" \
+	"           'recorded_at', q.recorded_at), 3, q.turn_no, 0, NULL" \
 	"    FROM convctx.clarification q" \
 	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND q.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"     AND q.session_id OPERATOR(pg_catalog.=) g.k" \
 	"  UNION ALL" \
 	"  SELECT 'summary', pg_catalog.jsonb_build_object('type', 'summary', 'session_id', m.session_id," \
 	"           'summary', m.summary, 'through_turn_no', m.through_turn_no," \
-	"           'covered_messages', m.covered_messages, 'updated_at', m.updated_at), 4, 0, 0" \
+	"           'covered_messages', m.covered_messages, 'updated_at', m.updated_at), 4, 0, 0, NULL" \
 	"    FROM convctx.session_summary m" \
 	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND m.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"     AND m.session_id OPERATOR(pg_catalog.=) g.k" \
@@ -185,6 +187,40 @@ typedef struct ExportFilter
 static ExportFilter ArgExportFilter(FunctionCallInfo fcinfo);
 
 /*
+ * The keys of a turn record: "type", then the columns of convctx.turn
+ * of the same names. Turn records, most of an export, are written here
+ * rather than by jsonb_build_object(...)::text, which copies every text
+ * three times; the line is the same, byte for byte: the keys in jsonb's
+ * order (shorter first, then bytewise), ": " and ", " between them,
+ * strings escaped by escape_json(), times by JsonEncodeDateTime(), numbers
+ * and booleans as their text, jsonb values as stored (JsonbToCString()).
+ * The regression test "export" checks every line against its jsonb form.
+ */
+static const char *const turn_keys[] = {
+	"type", "session_id", "turn_id", "turn_no", "request_id", "record_version",
+	"replaced_by_turn_id", "identity_id", "created_at", "finalized_at", "deleted_at",
+	"redaction", "translate_chat", "question_neutral", "answer_neutral",
+	"question_translated", "answer_translated", "answer_translated_is_fallback",
+	"metadata", "pipeline_name", "consultant", "repository"
+};
+
+/* turn_keys' indexes in jsonb's order of keys; [0] < 0 until sorted */
+static int	turn_order[lengthof(turn_keys)] = {-1};
+
+static int
+jsonb_key_cmp(const void *a, const void *b)
+{
+	const char *ka = turn_keys[*(const int *) a];
+	const char *kb = turn_keys[*(const int *) b];
+	size_t		la = strlen(ka);
+	size_t		lb = strlen(kb);
+
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return memcmp(ka, kb, la);
+}
+
+/*
  * An export in progress, kept across the calls of the function: the
  * cursor the rows are read from, and the batch read last.
  */
@@ -196,6 +232,9 @@ typedef struct ExportState
 	bool	   *nulls;
 	uint64		rows;			/* rows in the batch */
 	uint64		next;			/* the next row to return */
+	MemoryContext cxt;			/* lives as long as the export */
+	TupleDesc	turn_desc;		/* of the turn rows, once one is read */
+	int			turn_attnums[lengthof(turn_keys)];	/* in turn_order */
 } ExportState;
 
 /*
@@ -234,6 +273,132 @@ OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter 
 }
 
 /*
+ * Find the columns of the turn record in desc, the row type of
+ * convctx.turn; the first time, sort the keys.
+ */
+static void
+SetTurnColumns(ExportState *st, TupleDesc desc)
+{
+	MemoryContext old;
+	int			k;
+
+	if (turn_order[0] < 0)
+	{
+		for (k = 0; k < (int) lengthof(turn_keys); k++)
+			turn_order[k] = k;
+		qsort(turn_order, lengthof(turn_keys), sizeof(int), jsonb_key_cmp);
+	}
+	for (k = 0; k < (int) lengthof(turn_keys); k++)
+	{
+		const char *key = turn_keys[turn_order[k]];
+		int			a;
+
+		st->turn_attnums[k] = 0;	/* "type" */
+		if (strcmp(key, "type") == 0)
+			continue;
+		for (a = 0; a < desc->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, a);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), key) == 0)
+				break;
+		}
+		if (a == desc->natts)
+			elog(ERROR, "convctx.turn has no column \"%s\"", key);
+		st->turn_attnums[k] = a + 1;
+	}
+	old = MemoryContextSwitchTo(st->cxt);
+	st->turn_desc = CreateTupleDescCopy(desc);
+	MemoryContextSwitchTo(old);
+}
+
+/* Append value v of type typid as jsonb_build_object would print it. */
+static void
+AppendJsonValue(StringInfo buf, Datum v, bool isnull, Oid typid)
+{
+	char		ts[MAXDATELEN + 1];
+
+	if (isnull)
+	{
+		appendStringInfoString(buf, "null");
+		return;
+	}
+	switch (typid)
+	{
+		case TEXTOID:
+			escape_json(buf, TextDatumGetCString(v));
+			break;
+		case UUIDOID:
+			escape_json(buf, DatumGetCString(DirectFunctionCall1(uuid_out, v)));
+			break;
+		case INT8OID:
+			appendStringInfoString(buf, DatumGetCString(DirectFunctionCall1(int8out, v)));
+			break;
+		case INT4OID:
+			appendStringInfo(buf, "%d", DatumGetInt32(v));
+			break;
+		case BOOLOID:
+			appendStringInfoString(buf, DatumGetBool(v) ? "true" : "false");
+			break;
+		case TIMESTAMPTZOID:
+			escape_json(buf, JsonEncodeDateTime(ts, v, TIMESTAMPTZOID, NULL));
+			break;
+		case JSONBOID:
+			{
+				Jsonb	   *jb = DatumGetJsonbP(v);
+
+				JsonbToCString(buf, &jb->root, VARSIZE(jb));
+			}
+			break;
+		default:
+			elog(ERROR, "a turn column of unexpected type %u", typid);
+	}
+}
+
+/*
+ * The line of the turn record of row (a convctx.turn), as text, in the
+ * current memory context.
+ */
+static text *
+TurnLine(ExportState *st, HeapTupleHeader row)
+{
+	HeapTupleData tuple;
+	Datum	   *values;
+	bool	   *nulls;
+	StringInfoData buf;
+	int			k;
+
+	tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = row;
+	values = palloc(sizeof(Datum) * st->turn_desc->natts);
+	nulls = palloc(sizeof(bool) * st->turn_desc->natts);
+	heap_deform_tuple(&tuple, st->turn_desc, values, nulls);
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);	/* the length, below */
+	appendStringInfoChar(&buf, '{');
+	for (k = 0; k < (int) lengthof(turn_keys); k++)
+	{
+		int			a = st->turn_attnums[k];
+
+		if (k > 0)
+			appendBinaryStringInfo(&buf, ", ", 2);
+		escape_json(&buf, turn_keys[turn_order[k]]);
+		appendBinaryStringInfo(&buf, ": ", 2);
+		if (a == 0)
+			escape_json(&buf, "turn");
+		else
+			AppendJsonValue(&buf, values[a - 1], nulls[a - 1],
+							TupleDescAttr(st->turn_desc, a - 1)->atttypid);
+	}
+	appendStringInfoChar(&buf, '}');
+	SET_VARSIZE(buf.data, buf.len);
+	return (text *) buf.data;
+}
+
+/*
  * Read the next batch of the cursor into st, as the owner; closes the
  * cursor when it has no more rows.
  */
@@ -267,14 +432,32 @@ FetchExportBatch(ExportState *st)
 			st->nulls = palloc(sizeof(bool) * 2 * SPI_processed);
 			for (i = 0; i < SPI_processed; i++)
 			{
+				HeapTuple	tuple = SPI_tuptable->vals[i];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				bool		isnull;
+				Datum		turn = desc->natts < 3 ? (Datum) 0 : SPI_getbinval(tuple, desc, 3, &isnull);
 				int			a;
 
 				for (a = 0; a < 2; a++)
 				{
-					Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-												  a + 1, &st->nulls[2 * i + a]);
+					Datum		v = SPI_getbinval(tuple, desc, a + 1, &st->nulls[2 * i + a]);
 
 					st->values[2 * i + a] = st->nulls[2 * i + a] ? (Datum) 0 : datumCopy(v, false, -1);
+				}
+				if (desc->natts >= 3 && !isnull)
+				{
+					HeapTupleHeader row = DatumGetHeapTupleHeader(turn);
+
+					if (st->turn_desc == NULL)
+					{
+						TupleDesc	rowdesc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row),
+																	 HeapTupleHeaderGetTypMod(row));
+
+						SetTurnColumns(st, rowdesc);
+						ReleaseTupleDesc(rowdesc);
+					}
+					st->values[2 * i + 1] = PointerGetDatum(TurnLine(st, row));
+					st->nulls[2 * i + 1] = false;
 				}
 			}
 			st->rows = SPI_processed;
@@ -334,6 +517,7 @@ ExportRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql)
 			elog(ERROR, "return type must be a row type");
 		funcctx->tuple_desc = BlessTupleDesc(desc);
 		st = palloc0(sizeof(ExportState));
+		st->cxt = funcctx->multi_call_memory_ctx;
 		st->batch_cxt = AllocSetContextCreate(funcctx->multi_call_memory_ctx,
 											  "convctx export batch", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextSwitchTo(old);
