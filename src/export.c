@@ -47,6 +47,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -192,7 +193,7 @@ static ExportFilter ArgExportFilter(FunctionCallInfo fcinfo);
  * rather than by jsonb_build_object(...)::text, which copies every text
  * three times; the line is the same, byte for byte: the keys in jsonb's
  * order (shorter first, then bytewise), ": " and ", " between them,
- * strings escaped by escape_json(), times by JsonEncodeDateTime(), numbers
+ * strings escaped as by escape_json(), times by JsonEncodeDateTime(), numbers
  * and booleans as their text, jsonb values as stored (JsonbToCString()).
  * The regression test "export" checks every line against its jsonb form.
  */
@@ -228,6 +229,7 @@ typedef struct ExportState
 {
 	char	   *cursor;			/* the portal's name; NULL once closed */
 	MemoryContext batch_cxt;	/* holds the batch; reset for the next */
+	MemoryContext row_cxt;		/* TurnLine's work space */
 	Datum	   *values;			/* 2 per row: record_type, line */
 	bool	   *nulls;
 	uint64		rows;			/* rows in the batch */
@@ -253,10 +255,19 @@ OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter 
 	SPIPlanPtr	plan;
 	volatile Portal portal = NULL;
 	OwnerSwitch sw;
+	int			nestlevel;
 	char	   *name;
 
 	SPI_connect();
 	plan = SpiKeptPlan(cache, sql, 5, argtypes);
+
+	/*
+	 * Planned (on the first open) and started without JIT: compiling the
+	 * expressions costs most of a second, more than it saves here.
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 	ActAsOwner(&sw);
 	PG_TRY();
 	{
@@ -267,6 +278,7 @@ OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter 
 		ActAsCaller(&sw);
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(true, nestlevel);
 	name = MemoryContextStrdup(cxt, portal->name);
 	SPI_finish();
 	return name;
@@ -312,6 +324,59 @@ SetTurnColumns(ExportState *st, TupleDesc desc)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * Append the len bytes at str as a JSON string, exactly as escape_json()
+ * does, but copying the runs of characters that need no escape at once
+ * (most of a text) rather than a character at a time.
+ */
+static void
+AppendJsonString(StringInfo buf, const char *str, int len)
+{
+	const char *end = str + len;
+	const char *run = str;
+	const char *p;
+
+	appendStringInfoCharMacro(buf, '"');
+	for (p = str; p < end; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c >= ' ' && c != '"' && c != '\\')
+			continue;
+		appendBinaryStringInfo(buf, run, p - run);
+		run = p + 1;
+		switch (c)
+		{
+			case '\b':
+				appendBinaryStringInfo(buf, "\\b", 2);
+				break;
+			case '\f':
+				appendBinaryStringInfo(buf, "\\f", 2);
+				break;
+			case '\n':
+				appendBinaryStringInfo(buf, "\\n", 2);
+				break;
+			case '\r':
+				appendBinaryStringInfo(buf, "\\r", 2);
+				break;
+			case '\t':
+				appendBinaryStringInfo(buf, "\\t", 2);
+				break;
+			case '"':
+				appendBinaryStringInfo(buf, "\\\"", 2);
+				break;
+			case '\\':
+				appendBinaryStringInfo(buf, "\\\\", 2);
+				break;
+			default:
+				appendStringInfo(buf, "\\u%04x", (int) c);
+				break;
+		}
+	}
+	appendBinaryStringInfo(buf, run, end - run);
+	appendStringInfoCharMacro(buf, '"');
+}
+
 /* Append value v of type typid as jsonb_build_object would print it. */
 static void
 AppendJsonValue(StringInfo buf, Datum v, bool isnull, Oid typid)
@@ -326,7 +391,11 @@ AppendJsonValue(StringInfo buf, Datum v, bool isnull, Oid typid)
 	switch (typid)
 	{
 		case TEXTOID:
-			escape_json(buf, TextDatumGetCString(v));
+			{
+				text	   *t = DatumGetTextPP(v);
+
+				AppendJsonString(buf, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+			}
 			break;
 		case UUIDOID:
 			escape_json(buf, DatumGetCString(DirectFunctionCall1(uuid_out, v)));
@@ -366,18 +435,27 @@ TurnLine(ExportState *st, HeapTupleHeader row)
 	Datum	   *values;
 	bool	   *nulls;
 	StringInfoData buf;
+	MemoryContext old;
 	int			k;
 
 	tuple.t_len = HeapTupleHeaderGetDatumLength(row);
 	ItemPointerSetInvalid(&tuple.t_self);
 	tuple.t_tableOid = InvalidOid;
 	tuple.t_data = row;
+
+	/* the line: about the row's size, plus the keys */
+	buf.maxlen = tuple.t_len + 1024;
+	buf.data = palloc(buf.maxlen);
+	buf.len = 0;
+	buf.cursor = 0;
+	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);	/* the length, below */
+
+	/* the rest, in a context emptied once the line is written */
+	old = MemoryContextSwitchTo(st->row_cxt);
 	values = palloc(sizeof(Datum) * st->turn_desc->natts);
 	nulls = palloc(sizeof(bool) * st->turn_desc->natts);
 	heap_deform_tuple(&tuple, st->turn_desc, values, nulls);
 
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, "    ", VARHDRSZ);	/* the length, below */
 	appendStringInfoChar(&buf, '{');
 	for (k = 0; k < (int) lengthof(turn_keys); k++)
 	{
@@ -385,8 +463,10 @@ TurnLine(ExportState *st, HeapTupleHeader row)
 
 		if (k > 0)
 			appendBinaryStringInfo(&buf, ", ", 2);
-		escape_json(&buf, turn_keys[turn_order[k]]);
-		appendBinaryStringInfo(&buf, ": ", 2);
+		/* the keys need no escape */
+		appendStringInfoChar(&buf, '"');
+		appendStringInfoString(&buf, turn_keys[turn_order[k]]);
+		appendBinaryStringInfo(&buf, "\": ", 3);
 		if (a == 0)
 			escape_json(&buf, "turn");
 		else
@@ -395,6 +475,8 @@ TurnLine(ExportState *st, HeapTupleHeader row)
 	}
 	appendStringInfoChar(&buf, '}');
 	SET_VARSIZE(buf.data, buf.len);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(st->row_cxt);
 	return (text *) buf.data;
 }
 
@@ -518,8 +600,12 @@ ExportRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql)
 		funcctx->tuple_desc = BlessTupleDesc(desc);
 		st = palloc0(sizeof(ExportState));
 		st->cxt = funcctx->multi_call_memory_ctx;
+		/* a first block a batch of usual lines fits in, kept across resets */
 		st->batch_cxt = AllocSetContextCreate(funcctx->multi_call_memory_ctx,
-											  "convctx export batch", ALLOCSET_DEFAULT_SIZES);
+											  "convctx export batch", 4 * 1024 * 1024,
+											  4 * 1024 * 1024, ALLOCSET_DEFAULT_MAXSIZE);
+		st->row_cxt = AllocSetContextCreate(funcctx->multi_call_memory_ctx,
+											"convctx export row", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextSwitchTo(old);
 		st->cursor = OpenExportCursor(cache, sql, tenant, &f, funcctx->multi_call_memory_ctx);
 		funcctx->user_fctx = st;
