@@ -9,7 +9,10 @@
  * trailer with the count of each record type; a file without its trailer
  * was cut short. Everything is read in one repeatable read, read-only
  * transaction (one snapshot), through a cursor a batch at a time, so the
- * tool's memory does not grow with the export. Times are in UTC.
+ * tool's memory does not grow with the export. The cursor calls the
+ * function in its select list, not in FROM (where the executor would
+ * gather every row before the first is sent): the server builds the
+ * records as they are fetched. Times are in UTC.
  *
  * --format=messages writes instead a line per conversation with its
  * current, live turns as user and assistant messages
