@@ -23,8 +23,9 @@
  * nothing sorts the whole export. The functions return a row per call,
  * reading the statement as the extension's owner through a cursor a batch
  * at a time; called in a select list (as the tool does) nothing holds more
- * than a batch, so neither the backend's memory nor its temporary files
- * grow with the export.
+ * than a batch, so the backend's memory does not grow with the export,
+ * and only the sort of the session and context lines may spill to a
+ * temporary file.
  *
  * Administrators only, for the tenant they act for. Timestamps are printed
  * in the caller's TimeZone (the tool sets UTC).
