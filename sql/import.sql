@@ -160,7 +160,7 @@ CREATE FUNCTION pg_temp.t(id int, turn_no int, request text, extra text DEFAULT 
     SELECT '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-00000000000' || id || '", "turn_no": ' || turn_no
         || ', "request_id": "' || request || '", "created_at": "2026-01-01T00:00:00Z"' || extra || '}'
 $$;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pg_temp TO PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_temp.s(text), pg_temp.t(int, int, text, text) TO PUBLIC;
 SET ROLE import_copy;
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "redactions": -5')]);
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "last_turn_no": 9223372036854775000')]);
