@@ -24,7 +24,7 @@ BINDIR=$(pg_config --bindir 2>/dev/null || dirname "$(command -v psql)")
 TOOL=${CONVCTX_TOOL:-$BINDIR/convctx}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/convctx-bench-import.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-psql_run() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+psql_run() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 started=$(date +%s)
 
 # seconds and peak RSS (kB) of a command, its output to /dev/null
