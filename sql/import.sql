@@ -153,6 +153,7 @@ SELECT * FROM convctx.import_records(pg_temp.batch(
     '{"type": "turn", "session_id": "b1", "turn_id": "00000000-0000-0000-0000-000000000001", "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00Z", "question_neutral": "q"}'));
 -- What the API would never have made is refused too, with the record it is:
 -- numbers out of range (a negative redaction, a turn number past 2^31)
+RESET ROLE;
 CREATE FUNCTION pg_temp.s(extra text DEFAULT '') RETURNS text LANGUAGE sql AS $$
     SELECT '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "u9", "linked_at": "2026-01-01T00:00:00Z"' || extra || '}'
 $$;
