@@ -478,6 +478,7 @@ CREATE TABLE convctx.session (
     activity_bin             timestamptz
         GENERATED ALWAYS AS (pg_catalog.date_bin('00:10:00'::pg_catalog.interval, last_activity_at,
                                                  '2000-01-01 00:00:00+00'::pg_catalog.timestamptz)) STORED,
+    title                    text,
     CONSTRAINT session_pkey PRIMARY KEY (tenant_id, session_id)
 ) WITH (fillfactor = 30);
 
@@ -502,6 +503,8 @@ COMMENT ON COLUMN convctx.session.summary_through_turn_no IS
     'through_turn_no of the session''s summary (convctx.session_summary), NULL when it has none; written with the summary under this row''s lock';
 COMMENT ON COLUMN convctx.session.redactions IS
     'redaction generation: bumped by every redaction or erasure of the session, under this row''s lock; set_summary refuses a summary of turns read before a redaction of one it covers';
+COMMENT ON COLUMN convctx.session.title IS
+    'the title the app set (set_session_title); NULL: the first live question is shown';
 COMMENT ON COLUMN convctx.session.activity_bin IS
     'last_activity_at rounded down to 10 minutes: what the expiry indexes hold, so that most updates of last_activity_at stay HOT';
 
@@ -1218,3 +1221,64 @@ COMMENT ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) I
 
 REVOKE ALL ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) TO convctx_admin;
+
+------------------------------------------------------------------------------
+-- Conversation browser: an identity's conversations, titles, paging, replay
+------------------------------------------------------------------------------
+
+-- The list of an identity's conversations, newest activity first, walks
+-- this index; activity_bin moves at most once in ten minutes, so the
+-- updates that count activity stay HOT.
+CREATE INDEX session_identity_activity ON convctx.session (tenant_id, identity_id, activity_bin DESC)
+    WHERE identity_id IS NOT NULL;
+
+CREATE FUNCTION convctx.list_conversations(identity_id text, cursor text DEFAULT NULL,
+                                           page_size integer DEFAULT 20)
+RETURNS TABLE (session_id text, title text, title_is_default boolean, created_at timestamptz,
+               last_activity_at timestamptz, live_turns bigint, linked_later boolean, cursor text)
+AS 'MODULE_PATHNAME', 'convctx_list_conversations'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 20
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.list_conversations(text, text, integer) IS
+    'the conversations of the current tenant linked to identity_id, newest activity first, page_size (at most 1000) at a time: session_id, title (set_session_title''s, else the first live question, title_is_default), created_at, last_activity_at, live_turns, linked_later (anonymous first, linked afterwards), and the cursor to pass for the next page; keyset paging on index session_identity_activity, the same cost at any depth';
+
+CREATE FUNCTION convctx.set_session_title(session_id text, title text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_set_session_title'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.set_session_title(text, text) IS
+    'set the title list_conversations shows for a session (at most 1024 bytes); NULL gives it back its default, the first live question; P0002 when the session does not exist; redact_session and erase_identity remove it';
+
+CREATE FUNCTION convctx.conversation_turns(session_id text, after_turn_no bigint DEFAULT NULL,
+                                           before_turn_no bigint DEFAULT NULL, page_size integer DEFAULT 20,
+                                           include_versions boolean DEFAULT false)
+RETURNS TABLE (turn_no bigint, turn_id uuid, request_id text, record_version integer, is_current boolean,
+               question text, answer text, created_at timestamptz, finalized_at timestamptz,
+               redacted boolean, redacted_at timestamptz)
+AS 'MODULE_PATHNAME', 'convctx_conversation_turns'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 20
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.conversation_turns(text, bigint, bigint, integer, boolean) IS
+    'a page of a session''s turns, oldest first: page_size turns after after_turn_no, or before before_turn_no, or (neither) the newest; current versions, with include_versions every version of a corrected answer too; redacted turns as tombstones without text; keyset paging on index turn_chronology, the same cost at any depth';
+
+CREATE FUNCTION convctx.replay_conversation(session_id text, max_bytes integer DEFAULT 16777216)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'convctx_replay_conversation'
+LANGUAGE C STABLE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.replay_conversation(text, integer) IS
+    'a whole conversation as the JSON a chat app renders: session_id, identity_id, title, times, and its turns in order with question, answer, times, redacted tombstones, corrections (earlier answers) and citations; NULL when the session does not exist; 54000 when it would be larger than max_bytes (16 MB by default)';
+
+REVOKE ALL ON FUNCTION convctx.list_conversations(text, text, integer),
+    convctx.set_session_title(text, text),
+    convctx.conversation_turns(text, bigint, bigint, integer, boolean),
+    convctx.replay_conversation(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION convctx.list_conversations(text, text, integer),
+    convctx.set_session_title(text, text),
+    convctx.conversation_turns(text, bigint, bigint, integer, boolean),
+    convctx.replay_conversation(text, integer) TO convctx_app;

@@ -101,7 +101,8 @@ static SPIPlanPtr messages_plan = NULL;
 	"           'identity_id', s.identity_id, 'linked_at', l.linked_at, 'created_at', s.created_at," \
 	"           'last_activity_at', s.last_activity_at, 'last_turn_no', s.last_turn_no," \
 	"           'live_turns', s.live_turns, 'live_answers', s.live_answers," \
-	"           'summary_through_turn_no', s.summary_through_turn_no, 'redactions', s.redactions) AS line" \
+	"           'summary_through_turn_no', s.summary_through_turn_no, 'redactions', s.redactions," \
+	"           'title', s.title) AS line" \
 	"    FROM s LEFT JOIN convctx.session_link l" \
 	"      ON l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"  UNION ALL" \

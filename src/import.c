@@ -75,7 +75,7 @@ static const char *const record_type_plurals[REC_TYPES] = {
 /* The keys each record type may have, "type" included. */
 static const char *const session_keys[] = {
 	"type", "session_id", "identity_id", "linked_at", "created_at", "last_activity_at",
-	"last_turn_no", "live_turns", "live_answers", "summary_through_turn_no", "redactions", NULL
+	"last_turn_no", "live_turns", "live_answers", "summary_through_turn_no", "redactions", "title", NULL
 };
 static const char *const turn_keys[] = {
 	"type", "session_id", "turn_id", "turn_no", "request_id", "record_version",
@@ -230,10 +230,10 @@ static SPIPlanPtr summary_insert_plan = NULL;
 static SPIPlanPtr context_insert_plan = NULL;
 static SPIPlanPtr session_finish_plan = NULL;
 
-/* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at */
+/* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at, $6 title */
 #define SESSION_INSERT_SQL \
-	"INSERT INTO convctx.session (tenant_id, session_id, identity_id, created_at, last_activity_at)" \
-	" VALUES ($1, $2, $3, $4, $5)" \
+	"INSERT INTO convctx.session (tenant_id, session_id, identity_id, created_at, last_activity_at, title)" \
+	" VALUES ($1, $2, $3, $4, $5, $6)" \
 	" ON CONFLICT (tenant_id, session_id) DO NOTHING" \
 	" RETURNING 1"
 
@@ -1026,10 +1026,11 @@ CheckFirstInBatch(ImportOptions *opts, ImportRecord *rec, const char *kind, text
 static void
 ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	text	   *identity;
+	text	   *title;
 	bool		linked_null;
 	bool		isnull;
 	MemoryContext cxt = g->cxt;
@@ -1059,6 +1060,15 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	g->summary_through_stated = RecordNumber(rec, "summary_through_turn_no", false, 1, &g->summary_through_null);
 	g->redactions = RecordNumber(rec, "redactions", false, 0, &isnull);
 	g->has_redactions = !isnull;
+	title = RecordText(rec, "title", false);
+	if (title != NULL)
+	{
+		if (VARSIZE_ANY_EXHDR(title) == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("title must not be empty"));
+		CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
+	}
 	if (identity != NULL && linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be set when identity_id is", "linked_at", NULL);
 	if (identity == NULL && !linked_null)
@@ -1078,7 +1088,8 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	values[2] = TextOrNull(identity, &nulls[2]);
 	values[3] = TimestampTzGetDatum(g->created_at);
 	values[4] = TimestampTzGetDatum(g->last_activity_at);
-	SpiRunPlan(SpiKeptPlan(&session_insert_plan, SESSION_INSERT_SQL, 5, argtypes), values, nulls,
+	values[5] = TextOrNull(title, &nulls[5]);
+	SpiRunPlan(SpiKeptPlan(&session_insert_plan, SESSION_INSERT_SQL, 6, argtypes), values, nulls,
 			   false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
 	{

@@ -160,7 +160,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$3") \
 	"  WHERE " SESSION_KEY \
 	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
-	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
+	" s AS (UPDATE convctx.session SET title = NULL," SESSION_COUNTS_MINUS_REDACTED \
 	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
@@ -200,7 +200,8 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * any identity is refused), with a new redaction generation.
  */
 #define ERASE_SESSIONS_SQL \
-	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3" \
+	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3," \
+	"       title = NULL" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 

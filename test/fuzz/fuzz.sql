@@ -47,6 +47,11 @@ CREATE TABLE fuzz.spec (
 INSERT INTO fuzz.spec VALUES
   ('convctx.current_tenant()', '{}', '{54000}'),
   ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
+  ('convctx.list_conversations(text,text,integer)', '{iid,content,limit}', '{22004,22023,54000}'),
+  ('convctx.set_session_title(text,text)', '{sid,content}', '{22004,22023,54000,P0002}'),
+  ('convctx.conversation_turns(text,bigint,bigint,integer,boolean)', '{sid,limit,limit,limit,bool}',
+   '{22004,22023,54000}'),
+  ('convctx.replay_conversation(text,integer)', '{sid,batch}', '{22004,22023,54000}'),
   ('convctx.import_records(text[],text,boolean,text,jsonb)',
    '{records,content,bool,iid,j:idmap}', '{22004,22023,22P02,22P04,22P05,22007,22008,22003,23505,54000,CV001}'),
   ('convctx.export_records(text,text,timestamp with time zone,timestamp with time zone)',

@@ -102,6 +102,9 @@ my %readers = (
     admin_stats => [ 'admin', q{SELECT * FROM convctx.admin_stats()} ],
     admin_audit => [ 'admin', q{SELECT tenant_id, logged_at, role_name, action, session_id, details FROM convctx.admin_audit()} ],
     admin_session_turns => [ 'admin', q{SELECT turn_no, turn_id, question_neutral, deleted_at FROM convctx.admin_session_turns('s2')} ],
+    list_conversations => [ 'app', q{SELECT session_id, title, live_turns FROM convctx.list_conversations('user-T')} ],
+    conversation_turns => [ 'app', q{SELECT turn_no, question, answer FROM convctx.conversation_turns('s1')} ],
+    replay_conversation => [ 'app', q{SELECT convctx.replay_conversation('s1') - 'created_at' - 'last_activity_at' - 'turns'} ],
     export_records => [ 'admin', q{SELECT record_type, line FROM convctx.export_records()} ],
     export_messages => [ 'admin', q{SELECT record_type, line FROM convctx.export_messages()} ],
     bindings => [ 'admin', q{SELECT role_name, tenant_id, role_exists FROM convctx.bindings() ORDER BY 1} ],
@@ -132,6 +135,7 @@ my %writers = (
     bind_role_tenant => [ 'admin', q{SELECT convctx.bind_role_tenant('app_b', 'A')} ],
     bind_role_all_tenants => [ 'admin', q{SELECT convctx.bind_role_all_tenants('app_b')} ],
     unbind_role_tenant => [ 'admin', q{SELECT convctx.unbind_role_tenant('app_b')} ],
+    set_session_title => [ 'app', q{SELECT convctx.set_session_title('s1', 'a title')} ],
     import_records => [ 'admin', q{SELECT * FROM convctx.import_records(ARRAY['{"type": "session", "session_id": "s9", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}'], allow_anonymous => true)} ],
 );
 

@@ -56,6 +56,7 @@ $node->safe_psql('app', q{
     SELECT convctx.start_turn('s2', 'r1', 'anonymous');
     SELECT convctx.context_save('s3', '{"activeNodeIds": ["n3"]}', 'u2');
     SELECT convctx.finalize_turn('s4', convctx.start_turn('s4', 'r1', 'Q of u2', identity_id => 'u2'), 'A of u2');
+    SELECT convctx.set_session_title('s4', 'A title of its own ' || chr(10003));
     SET convctx.tenant = 'globex';
     SELECT convctx.start_turn('s1', 'r1', 'globex question');
 });
@@ -107,7 +108,7 @@ sub tenant_rows
     my ($db, $tenant) = @_;
     return $node->safe_psql($db, qq{
         SELECT 'session', s.session_id, s.identity_id, s.created_at, s.last_activity_at, s.last_turn_no,
-               s.live_turns, s.live_answers, s.summary_through_turn_no, s.redactions
+               s.live_turns, s.live_answers, s.summary_through_turn_no, s.redactions, s.title
           FROM convctx.session s WHERE tenant_id = '$tenant' ORDER BY 2;
         SELECT 'link', session_id, identity_id, linked_at FROM convctx.session_link WHERE tenant_id = '$tenant' ORDER BY 2;
         SELECT 'turn', t.* FROM convctx.turn t WHERE tenant_id = '$tenant' ORDER BY turn_id;

@@ -1,0 +1,133 @@
+-- The conversation browser (0.5.0): list_conversations, set_session_title,
+-- conversation_turns, replay_conversation; tenant-scoped, app role.
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
+         convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification,
+         convctx.role_tenant;
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS browser_app, browser_admin;
+RESET client_min_messages;
+CREATE ROLE browser_app IN ROLE convctx_app;
+CREATE ROLE browser_admin IN ROLE convctx_admin;
+SELECT convctx.bind_role_tenant('browser_app', 'acme'), convctx.bind_role_tenant('browser_admin', 'acme');
+SET TimeZone = 'UTC';
+
+-- acme: u1 has s1 (three turns, the second corrected, the third with a
+-- citation), s2 (anonymous first, linked later), s3 (its first question
+-- redacted); globex has sessions and an identity of the same names.
+SET ROLE browser_app;
+SELECT convctx.finalize_turn('s1', convctx.start_turn('s1', 'r1', E'  How is VAT\n computed   on used cars?  ', identity_id => 'u1'), 'On the margin.') IS NOT NULL AS t;
+SELECT convctx.start_turn('s1', 'r2', 'And vans?', identity_id => 'u1') AS t2 \gset
+SELECT convctx.finalize_turn('s1', :'t2', 'Vans too.');
+SELECT convctx.replace_turn('s1', :'t2', 'Vans too, corrected.') IS NOT NULL AS corrected;
+SELECT convctx.start_turn('s1', 'r3', 'Which rate?', identity_id => 'u1') AS t3 \gset
+SELECT convctx.finalize_turn('s1', :'t3', 'The standard rate [1].');
+SELECT convctx.record_retrieval('s1', :'t3', '[{"id": "c1", "text": "Standard rate 23%"}]', '[{"id": "c1"}]');
+SELECT convctx.start_turn('s2', 'r1', 'anonymous first') IS NOT NULL AS t;
+SELECT convctx.link_session('u1', 's2');
+SELECT convctx.start_turn('s3', 'r1', 'my secret first question', identity_id => 'u1') AS t4 \gset
+SELECT convctx.finalize_turn('s3', :'t4', 'an answer');
+SELECT convctx.start_turn('s3', 'r2', 'second question', identity_id => 'u1') IS NOT NULL AS t;
+RESET ROLE;
+SET convctx.tenant = 'globex';
+SELECT convctx.start_turn('s1', 'r1', 'globex s1', identity_id => 'u1') IS NOT NULL AS t;
+SELECT convctx.start_turn('g9', 'r1', 'globex only', identity_id => 'u1') IS NOT NULL AS t;
+RESET convctx.tenant;
+-- distinct activity times, s1 newest
+UPDATE convctx.session SET last_activity_at = '2026-01-01 10:00:00+00'::timestamptz
+    + CASE session_id WHEN 's1' THEN interval '3 hours' WHEN 's2' THEN interval '2 hours' ELSE interval '1 hour' END
+ WHERE tenant_id = 'acme';
+
+SET ROLE browser_app;
+-- the sidebar: newest activity first, titles from the first live question
+SELECT session_id, title, title_is_default, last_activity_at, live_turns, linked_later
+FROM convctx.list_conversations('u1');
+-- an app title replaces the default; NULL gives it back
+SELECT convctx.set_session_title('s2', 'Used cars');
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u1') WHERE session_id = 's2';
+SELECT convctx.set_session_title('s2', NULL);
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u1') WHERE session_id = 's2';
+SELECT convctx.set_session_title('s2', 'Used cars');
+-- keyset pages: one at a time, by the cursor of the last row
+SELECT session_id FROM convctx.list_conversations('u1', page_size => 1);
+SELECT session_id FROM convctx.list_conversations('u1',
+    (SELECT cursor FROM convctx.list_conversations('u1', page_size => 1)), 1);
+SELECT session_id FROM convctx.list_conversations('u1',
+    (SELECT cursor FROM convctx.list_conversations('u1', page_size => 2) OFFSET 1), 5);
+SELECT count(*) AS after_last FROM convctx.list_conversations('u1',
+    (SELECT cursor FROM convctx.list_conversations('u1') OFFSET 2));
+-- another identity, an unknown one: nothing
+SELECT count(*) FROM convctx.list_conversations('u2');
+
+-- scrolling through a conversation: the newest page, back, forward
+SELECT turn_no, request_id, record_version, is_current, question, answer, redacted
+FROM convctx.conversation_turns('s1', page_size => 2);
+SELECT turn_no, question FROM convctx.conversation_turns('s1', before_turn_no => 2, page_size => 2);
+SELECT turn_no, question FROM convctx.conversation_turns('s1', after_turn_no => 1);
+SELECT turn_no, record_version, is_current, answer FROM convctx.conversation_turns('s1', include_versions => true);
+SELECT count(*) AS past_the_end FROM convctx.conversation_turns('s1', after_turn_no => 3);
+SELECT count(*) AS no_such_session FROM convctx.conversation_turns('nope');
+
+-- the whole conversation as the app renders it
+SELECT jsonb_pretty(convctx.replay_conversation('s1') - 'created_at' - 'last_activity_at'
+    #- '{turns,0,created_at}' #- '{turns,0,finalized_at}' #- '{turns,1,created_at}' #- '{turns,1,finalized_at}'
+    #- '{turns,1,corrections,0,finalized_at}' #- '{turns,2,created_at}' #- '{turns,2,finalized_at}');
+SELECT convctx.replay_conversation('nope') IS NULL AS none;
+\set VERBOSITY default
+SELECT convctx.replay_conversation('s1', 100);
+\set VERBOSITY terse
+RESET ROLE;
+
+-- redaction: the redacted question is no longer a title, its turn a tombstone
+SET ROLE browser_admin;
+SELECT convctx.redact_turn('s3', :'t4');
+RESET ROLE;
+SET ROLE browser_app;
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u1') WHERE session_id = 's3';
+SELECT turn_no, question, answer, redacted FROM convctx.conversation_turns('s3');
+SELECT (convctx.replay_conversation('s3') -> 'turns' -> 0) - 'created_at' - 'finalized_at' - 'redacted_at' AS tombstone;
+RESET ROLE;
+-- redact_session and erase_identity take an app's title too
+SET ROLE browser_admin;
+SELECT convctx.redact_session('s2');
+RESET ROLE;
+SET convctx.tenant = 'acme';
+SELECT title FROM convctx.session WHERE tenant_id = 'acme' AND session_id = 's2';
+SELECT convctx.set_session_title('s1', 'Cars and vans');
+RESET convctx.tenant;
+SET ROLE browser_admin;
+SELECT convctx.erase_identity('u1') > 0 AS erased;
+RESET ROLE;
+SELECT count(*) AS titles_left FROM convctx.session WHERE tenant_id = 'acme' AND title IS NOT NULL;
+
+-- the other tenant, with the same session and identity ids, saw none of it
+SET convctx.tenant = 'globex';
+SELECT session_id, title FROM convctx.list_conversations('u1');
+SELECT turn_no, question FROM convctx.conversation_turns('s1');
+RESET convctx.tenant;
+
+-- bad arguments
+SET ROLE browser_app;
+SELECT * FROM convctx.list_conversations(NULL);
+SELECT * FROM convctx.list_conversations('');
+SELECT * FROM convctx.list_conversations('u1', 'not a cursor');
+SELECT * FROM convctx.list_conversations('u1', '99999999999999999999:s1');
+SELECT * FROM convctx.list_conversations('u1', '12:');
+SELECT * FROM convctx.list_conversations('u1', page_size => 0);
+SELECT * FROM convctx.list_conversations('u1', page_size => 1001);
+SELECT * FROM convctx.conversation_turns('s1', after_turn_no => 1, before_turn_no => 3);
+SELECT * FROM convctx.conversation_turns('s1', page_size => NULL);
+SELECT convctx.set_session_title('nope', 'x');
+SELECT convctx.set_session_title('s1', '');
+SELECT convctx.set_session_title('s1', repeat('x', 1025));
+SELECT convctx.replay_conversation('s1', 0);
+RESET ROLE;
+BEGIN READ ONLY;
+SET LOCAL convctx.tenant = 'acme';
+SELECT convctx.set_session_title('s1', 'x');
+ROLLBACK;
+
+SELECT convctx.unbind_role_tenant('browser_app'), convctx.unbind_role_tenant('browser_admin');
+DROP ROLE browser_app, browser_admin;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
+         convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
+RESET TimeZone;

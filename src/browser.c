@@ -1,0 +1,456 @@
+/*-------------------------------------------------------------------------
+ *
+ * browser.c
+ *	  The conversation browser of a chat app: an identity's conversations,
+ *	  newest activity first, a page at a time (list_conversations), their
+ *	  titles (set_session_title, or the first live question), a
+ *	  conversation's turns a page at a time in either direction
+ *	  (conversation_turns), and a whole conversation as JSON
+ *	  (replay_conversation).
+ *
+ * Every page is found by key, never by OFFSET, so that a page costs the
+ * same at any depth. The list walks index session_identity_activity
+ * (tenant_id, identity_id, activity_bin DESC): activity_bin is
+ * last_activity_at rounded down to 10 minutes, so a session's entry moves
+ * at most once in ten minutes and the updates that count activity stay
+ * HOT; the exact order inside a bin is a sort of that bin's few rows
+ * (the planner's incremental sort). Turns are paged by turn number on
+ * index turn_chronology.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/browser.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "convctx.h"
+
+static SPIPlanPtr list_plan = NULL;
+static SPIPlanPtr title_plan = NULL;
+static SPIPlanPtr turn_range_plan = NULL;
+static SPIPlanPtr turns_plan = NULL;
+static SPIPlanPtr replay_size_plan = NULL;
+static SPIPlanPtr replay_plan = NULL;
+
+/* Longest page of list_conversations and conversation_turns. */
+#define BROWSER_MAX_PAGE 1000
+
+/* Characters of the first question that make a default title. */
+#define DEFAULT_TITLE_CHARS 80
+
+/*
+ * SQL fragment: the default title of session s (tenant $1): its first
+ * live, current question, its white space folded, at most
+ * DEFAULT_TITLE_CHARS characters.
+ */
+#define DEFAULT_TITLE \
+	"(SELECT pg_catalog.\"left\"(pg_catalog.regexp_replace(pg_catalog.btrim(q.question_neutral)," \
+	"          '\\s+', ' ', 'g'), " CppAsString2(DEFAULT_TITLE_CHARS) ")" \
+	"    FROM convctx.turn q" \
+	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \
+	"   ORDER BY q.turn_no LIMIT 1)"
+
+/*
+ * The sessions of tenant $1 linked to identity $2 whose activity comes
+ * before the cursor ($3 last_activity_at, $4 session_id; infinity for the
+ * first page), newest first, $5 of them.
+ */
+#define LIST_SQL \
+	"SELECT s.session_id, s.title, " DEFAULT_TITLE "," \
+	"       s.created_at, s.last_activity_at, s.live_turns," \
+	"       l.linked_at OPERATOR(pg_catalog.>) s.created_at" \
+	"  FROM convctx.session s" \
+	"  LEFT JOIN convctx.session_link l" \
+	"    ON l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.identity_id OPERATOR(pg_catalog.=) $2" \
+	"   AND s.activity_bin OPERATOR(pg_catalog.<=)" \
+	"       (CASE WHEN pg_catalog.isfinite($3) THEN pg_catalog.date_bin('00:10:00'::pg_catalog.interval, $3," \
+	"             '2000-01-01 00:00:00+00'::pg_catalog.timestamptz) ELSE $3 END)" \
+	"   AND (s.last_activity_at OPERATOR(pg_catalog.<) $3" \
+	"        OR (s.last_activity_at OPERATOR(pg_catalog.=) $3 AND s.session_id OPERATOR(pg_catalog.>) $4))" \
+	" ORDER BY s.activity_bin DESC, s.last_activity_at DESC, s.session_id" \
+	" LIMIT $5"
+
+#define TITLE_SQL \
+	"UPDATE convctx.session SET title = $3 WHERE " SESSION_KEY " RETURNING 1"
+
+/*
+ * The turn numbers of a page: the current versions after $3 (forward,
+ * $5 true) or before $4, $6 of them; returns the lowest and highest.
+ */
+#define TURN_RANGE_SQL \
+	"SELECT pg_catalog.min(p.turn_no), pg_catalog.max(p.turn_no) FROM (" \
+	"  SELECT t.turn_no FROM convctx.turn t" \
+	"   WHERE " SESSION_KEY_AT("t") \
+	"     AND t.replaced_by_turn_id IS NULL AND $5" \
+	"     AND t.turn_no OPERATOR(pg_catalog.>) $3" \
+	"   ORDER BY t.turn_no LIMIT $6) p" \
+	" UNION ALL " \
+	"SELECT pg_catalog.min(p.turn_no), pg_catalog.max(p.turn_no) FROM (" \
+	"  SELECT t.turn_no FROM convctx.turn t" \
+	"   WHERE " SESSION_KEY_AT("t") \
+	"     AND t.replaced_by_turn_id IS NULL AND NOT $5" \
+	"     AND t.turn_no OPERATOR(pg_catalog.<) $4" \
+	"   ORDER BY t.turn_no DESC LIMIT $6) p"
+
+/* The turns numbered $3 to $4, every version when $5, oldest first. */
+#define TURNS_SQL \
+	"SELECT t.turn_no, t.turn_id, t.request_id, t.record_version, t.replaced_by_turn_id IS NULL," \
+	"       t.question_neutral, t.answer_neutral, t.created_at, t.finalized_at," \
+	"       t.deleted_at IS NOT NULL, t.deleted_at" \
+	"  FROM convctx.turn t" \
+	" WHERE " SESSION_KEY_AT("t") \
+	"   AND t.turn_no OPERATOR(pg_catalog.>=) $3 AND t.turn_no OPERATOR(pg_catalog.<=) $4" \
+	"   AND ($5 OR t.replaced_by_turn_id IS NULL)" \
+	" ORDER BY t.turn_no, t.record_version"
+
+/* What a replay of session $2 would hold, in bytes, roughly (texts, citations, 200 a turn). */
+#define REPLAY_SIZE_SQL \
+	"SELECT (SELECT COALESCE(pg_catalog.sum(COALESCE(pg_catalog.octet_length(t.question_neutral), 0)" \
+	"            OPERATOR(pg_catalog.+) COALESCE(pg_catalog.octet_length(t.answer_neutral), 0)" \
+	"            OPERATOR(pg_catalog.+) 200), 0)" \
+	"          FROM convctx.turn t WHERE " SESSION_KEY_AT("t") ")" \
+	"     OPERATOR(pg_catalog.+)" \
+	"       (SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_column_size(r.citations)), 0)" \
+	"          FROM convctx.turn_retrieval r WHERE " SESSION_KEY_AT("r") ")" \
+	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
+
+/* Session $2 as the JSON a chat app renders. */
+#define REPLAY_SQL \
+	"SELECT pg_catalog.jsonb_build_object('session_id', s.session_id, 'identity_id', s.identity_id," \
+	"         'title', COALESCE(s.title, " DEFAULT_TITLE "), 'created_at', s.created_at," \
+	"         'last_activity_at', s.last_activity_at," \
+	"         'turns', COALESCE((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(" \
+	"             'turn_no', c.turn_no, 'request_id', c.request_id," \
+	"             'question', c.question_neutral, 'answer', c.answer_neutral," \
+	"             'created_at', c.created_at, 'finalized_at', c.finalized_at," \
+	"             'redacted', c.deleted_at IS NOT NULL, 'redacted_at', c.deleted_at," \
+	"             'corrections', COALESCE((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(" \
+	"                   'record_version', o.record_version, 'answer', o.answer_neutral," \
+	"                   'finalized_at', o.finalized_at) ORDER BY o.record_version)" \
+	"                 FROM convctx.turn o" \
+	"                WHERE o.tenant_id OPERATOR(pg_catalog.=) $1 AND o.session_id OPERATOR(pg_catalog.=) $2" \
+	"                  AND o.turn_no OPERATOR(pg_catalog.=) c.turn_no AND o.replaced_by_turn_id IS NOT NULL)," \
+	"               '[]'::pg_catalog.jsonb)," \
+	"             'citations', (SELECT r.citations FROM convctx.turn_retrieval r" \
+	"                WHERE r.tenant_id OPERATOR(pg_catalog.=) $1 AND r.session_id OPERATOR(pg_catalog.=) $2" \
+	"                  AND r.turn_no OPERATOR(pg_catalog.=) c.turn_no)) ORDER BY c.turn_no)" \
+	"           FROM convctx.turn c" \
+	"          WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.session_id OPERATOR(pg_catalog.=) $2" \
+	"            AND c.replaced_by_turn_id IS NULL), '[]'::pg_catalog.jsonb))" \
+	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
+
+/* A page size argument: 1 to BROWSER_MAX_PAGE. */
+static int32
+ArgPageSize(FunctionCallInfo fcinfo, int argno)
+{
+	int32		n = ArgLimit(fcinfo, argno, "page_size");
+
+	if (n > BROWSER_MAX_PAGE)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("page_size must be at most %d", BROWSER_MAX_PAGE),
+				errdetail("Got %d.", n));
+	return n;
+}
+
+/*
+ * The cursor of a listed conversation: its last activity (microseconds
+ * since 2000) and its session id, "<microseconds>:<session id>".
+ */
+static text *
+ListCursor(TimestampTz activity, text *session_id)
+{
+	return cstring_to_text(psprintf(INT64_FORMAT ":%s", (int64) activity, text_to_cstring(session_id)));
+}
+
+/* Read a cursor of ListCursor; 22023 when it is not one. */
+static void
+ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
+{
+	char	   *s = text_to_cstring(cursor);
+	char	   *colon = strchr(s, ':');
+	char	   *end;
+	int64		us;
+
+	errno = 0;
+	us = colon ? strtoi64(s, &end, 10) : 0;
+	if (colon == NULL || end != colon || errno != 0 || colon == s || colon[1] == '\0' ||
+		IS_VALID_TIMESTAMP(us) == false)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("invalid conversation cursor"),
+				errdetail("A cursor is the \"cursor\" column of a row list_conversations returned."));
+	CheckIdLength(strlen(colon + 1), "the session id of the cursor");
+	*activity = (TimestampTz) us;
+	*session_id = cstring_to_text(colon + 1);
+}
+
+/* Put the page of identity's conversations after cursor into result. */
+static void
+ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
+				  Tuplestorestate *result, TupleDesc desc)
+{
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID};
+	Datum		values[5];
+	TimestampTz activity;
+	text	   *after_session;
+	uint64		i;
+
+	if (cursor != NULL)
+		ReadListCursor(cursor, &activity, &after_session);
+	else
+	{
+		TIMESTAMP_NOEND(activity);
+		after_session = cstring_to_text("");
+	}
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(identity);
+	values[2] = TimestampTzGetDatum(activity);
+	values[3] = PointerGetDatum(after_session);
+	values[4] = Int32GetDatum(page_size);
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 5, argtypes), values, NULL, true, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		TupleDesc	rd = SPI_tuptable->tupdesc;
+		Datum		out[8];
+		bool		nulls[8];
+		bool		title_null;
+		bool		default_null;
+		Datum		title = SPI_getbinval(row, rd, 2, &title_null);
+		Datum		default_title = SPI_getbinval(row, rd, 3, &default_null);
+
+		out[0] = SPI_getbinval(row, rd, 1, &nulls[0]);
+		/* the app's title, else the first live question */
+		out[1] = title_null ? default_title : title;
+		nulls[1] = title_null && default_null;
+		out[2] = BoolGetDatum(title_null);
+		nulls[2] = false;
+		out[3] = SPI_getbinval(row, rd, 4, &nulls[3]);
+		out[4] = SPI_getbinval(row, rd, 5, &nulls[4]);
+		out[5] = SPI_getbinval(row, rd, 6, &nulls[5]);
+		out[6] = SPI_getbinval(row, rd, 7, &nulls[6]);
+		if (nulls[6])
+			out[6] = BoolGetDatum(false), nulls[6] = false;
+		out[7] = PointerGetDatum(ListCursor(DatumGetTimestampTz(out[4]), DatumGetTextPP(out[0])));
+		nulls[7] = false;
+		tuplestore_putvalues(result, desc, out, nulls);
+	}
+	SPI_finish();
+}
+
+PG_FUNCTION_INFO_V1(convctx_list_conversations);
+
+/*
+ * list_conversations(identity_id, cursor, page_size) -> setof (session_id,
+ * title, title_is_default, created_at, last_activity_at, live_turns,
+ * linked_later, cursor)
+ */
+Datum
+convctx_list_conversations(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *identity = ArgRequiredId(fcinfo, 0, "identity_id");
+	text	   *cursor = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	int32		page_size = ArgPageSize(fcinfo, 2);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ListConversations(CurrentTenant(), identity, cursor, page_size, rsinfo->setResult, rsinfo->setDesc);
+	return (Datum) 0;
+}
+
+/* Set (or with NULL reset to the default) a session's title; P0002 when there is no session. */
+static void
+SetSessionTitle(text *tenant, text *session_id, text *title)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), PointerGetDatum(title)};
+	char		nulls[3] = {' ', ' ', title ? ' ' : 'n'};
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&title_plan, TITLE_SQL, 3, argtypes), values, nulls, false, 0,
+			   SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				errcode(ERRCODE_NO_DATA_FOUND),
+				errmsg("session \"%s\" does not exist", text_to_cstring(session_id)));
+	SPI_finish();
+}
+
+PG_FUNCTION_INFO_V1(convctx_set_session_title);
+
+/*
+ * set_session_title(session_id, title) -> void
+ */
+Datum
+convctx_set_session_title(PG_FUNCTION_ARGS)
+{
+	CONVCTX_WRITER(set_session_title);
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	text	   *title = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+
+	if (title != NULL)
+	{
+		if (VARSIZE_ANY_EXHDR(title) == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("title must not be empty"),
+					errhint("NULL gives the session back its default title, its first question."));
+		CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
+	}
+	SetSessionTitle(CurrentTenant(), session_id, title);
+	PG_RETURN_VOID();
+}
+
+/*
+ * Put a page of a session's turns into result: page_size turns after
+ * after_turn_no (forward) or before before_turn_no, oldest first, every
+ * version with versions.
+ */
+static void
+ConversationTurns(text *tenant, text *session_id, bool forward, int64 after, int64 before,
+				  int32 page_size, bool versions, Tuplestorestate *result, TupleDesc desc)
+{
+	Oid			range_types[6] = {TEXTOID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID};
+	Datum		range_values[6] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+		Int64GetDatum(after), Int64GetDatum(before), BoolGetDatum(forward), Int32GetDatum(page_size)};
+	Oid			turns_types[5] = {TEXTOID, TEXTOID, INT8OID, INT8OID, BOOLOID};
+	Datum		turns_values[5];
+	bool		isnull;
+	uint64		i;
+	int			row;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&turn_range_plan, TURN_RANGE_SQL, 6, range_types), range_values, NULL,
+			   true, 0, SPI_OK_SELECT);
+	/* one row of the two has the range: the other direction's is NULL */
+	row = forward ? 0 : 1;
+	turns_values[2] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+	{
+		SPI_finish();
+		return;
+	}
+	turns_values[3] = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2, &isnull);
+	turns_values[0] = PointerGetDatum(tenant);
+	turns_values[1] = PointerGetDatum(session_id);
+	turns_values[4] = BoolGetDatum(versions);
+	SpiRunPlan(SpiKeptPlan(&turns_plan, TURNS_SQL, 5, turns_types), turns_values, NULL,
+			   true, 0, SPI_OK_SELECT);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		out[11];
+		bool		nulls[11];
+		int			c;
+
+		for (c = 0; c < 11; c++)
+			out[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+		tuplestore_putvalues(result, desc, out, nulls);
+	}
+	SPI_finish();
+}
+
+PG_FUNCTION_INFO_V1(convctx_conversation_turns);
+
+/*
+ * conversation_turns(session_id, after_turn_no, before_turn_no, page_size,
+ * include_versions) -> setof (turn_no, turn_id, request_id,
+ * record_version, is_current, question, answer, created_at, finalized_at,
+ * redacted, redacted_at)
+ */
+Datum
+convctx_conversation_turns(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	bool		forward = !PG_ARGISNULL(1);
+	int64		after = forward ? PG_GETARG_INT64(1) : 0;
+	int64		before = PG_ARGISNULL(2) ? PG_INT64_MAX : PG_GETARG_INT64(2);
+	int32		page_size = ArgPageSize(fcinfo, 3);
+	bool		versions = PG_ARGISNULL(4) ? false : PG_GETARG_BOOL(4);
+
+	if (forward && !PG_ARGISNULL(2))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("give after_turn_no or before_turn_no, not both"),
+				errhint("after_turn_no pages forward, before_turn_no back; neither gives the newest turns."));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ConversationTurns(CurrentTenant(), session_id, forward, after, before, page_size, versions,
+					  rsinfo->setResult, rsinfo->setDesc);
+	return (Datum) 0;
+}
+
+/*
+ * A session as JSON, or NULL when there is none; 54000 when it would be
+ * larger than max_bytes.
+ */
+static Datum
+ReplayConversation(text *tenant, text *session_id, int32 max_bytes, bool *isnull)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
+	Datum		result;
+	int64		estimate;
+
+	SPI_connect();
+	/* refuse before building what would be too large */
+	SpiRunPlan(SpiKeptPlan(&replay_size_plan, REPLAY_SIZE_SQL, 2, argtypes), values, NULL,
+			   true, 0, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+	{
+		SPI_finish();
+		*isnull = true;
+		return (Datum) 0;
+	}
+	estimate = SpiFirstInt8();
+	if (estimate > max_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("conversation \"%s\" is too large to replay in one value", text_to_cstring(session_id)),
+				errdetail("It holds about " INT64_FORMAT " bytes; max_bytes is %d.", estimate, max_bytes),
+				errhint("Page through it with conversation_turns(), or give a larger max_bytes."));
+	SpiRunPlan(SpiKeptPlan(&replay_plan, REPLAY_SQL, 2, argtypes), values, NULL, true, 0, SPI_OK_SELECT);
+	result = SpiFirstDatumCopy(1, isnull);
+	SPI_finish();
+	if (!*isnull && VARSIZE_ANY_EXHDR(DatumGetPointer(result)) > (Size) max_bytes)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("conversation \"%s\" is too large to replay in one value", text_to_cstring(session_id)),
+				errdetail("It has %zu bytes; max_bytes is %d.", VARSIZE_ANY_EXHDR(DatumGetPointer(result)), max_bytes),
+				errhint("Page through it with conversation_turns(), or give a larger max_bytes."));
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(convctx_replay_conversation);
+
+/*
+ * replay_conversation(session_id, max_bytes) -> jsonb
+ */
+Datum
+convctx_replay_conversation(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		max_bytes = ArgLimit(fcinfo, 1, "max_bytes");
+	bool		isnull;
+	Datum		result = ReplayConversation(CurrentTenant(), session_id, max_bytes, &isnull);
+
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
