@@ -41,6 +41,15 @@ SET ROLE browser_app;
 -- the sidebar: newest activity first, titles from the first live question
 SELECT session_id, title, title_is_default, last_activity_at, live_turns, linked_later
 FROM convctx.list_conversations('u1');
+-- the default title is the same in the list and in a replay: white space
+-- folded, 80 characters at most, no space at either end
+SELECT convctx.start_turn('long', 'r1', E'\t' || repeat('word ', 15) || E'\n\n  ' || repeat('x', 20) || ' tail', identity_id => 'u5') IS NOT NULL AS t;
+SELECT l.session_id, l.title, length(l.title) AS chars,
+       l.title = convctx.replay_conversation(l.session_id) ->> 'title' AS same_in_replay
+FROM convctx.list_conversations('u1') l
+UNION ALL
+SELECT l.session_id, l.title, length(l.title), l.title = convctx.replay_conversation(l.session_id) ->> 'title'
+FROM convctx.list_conversations('u5') l;
 -- an app title replaces the default; NULL gives it back
 SELECT convctx.set_session_title('s2', 'Used cars');
 SELECT session_id, title, title_is_default FROM convctx.list_conversations('u1') WHERE session_id = 's2';
