@@ -104,6 +104,7 @@ typedef struct Importer
 	int			npending;
 	int			cap_pending;
 	long		pending_records;
+	json_t	   *written;		/* ids of the conversations queued or written */
 	Group	  **inflight;		/* the batch sent, its result not read yet */
 	int			ninflight;
 	int			cap_inflight;
@@ -125,6 +126,7 @@ extern void group_add(Group *g, const char *line, size_t len, long lineno);
 extern void group_add_json(Group *g, json_t *record, long lineno);
 extern void importer_add(Importer *imp, Group *g);
 extern void importer_reject(Importer *imp, Group *g);
+extern Group *importer_take_pending(Importer *imp, const char *id);
 extern void importer_count_dropped(Importer *imp, const char *what, long long n);
 extern void importer_abort(Importer *imp) __attribute__((noreturn));
 extern void importer_stop(Importer *imp) __attribute__((noreturn));

@@ -80,7 +80,8 @@ import_usage(FILE *out)
 			"  --max-errors=N          reject up to N conversations and go on (-1: no limit;\n"
 			"                          default 0: stop at the first)\n"
 			"  --reject-file=FILE      write the records of rejected conversations to FILE\n"
-			"  --allow-truncated       import a convctx.jsonl file that has no trailer\n"
+			"  --allow-truncated       import a convctx.jsonl file that has no trailer (all\n"
+			"                          but its last conversation, which may be cut)\n"
 			"  -1, --single-transaction  all or nothing\n"
 			"  --batch-size=N          records per call of the server (default %d)\n"
 			"  -P, --progress          show records, records/s and elapsed time on stderr\n"
@@ -194,6 +195,8 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 		fail(EXIT_ERROR, "unexpected argument \"%s\"", argv[optind]);
 	if (o->single_transaction && o->max_errors != 0)
 		fail(EXIT_ERROR, "-1 (--single-transaction) stops at the first error: it cannot be used with --max-errors");
+	if (o->as_identity && o->as_identity[0] == '\0')
+		fail(EXIT_ERROR, "--as-identity must name an identity");
 	if (o->source_dsn && o->common.file)
 		fail(EXIT_ERROR, "--source-dsn and -f both name the input: give one");
 }
@@ -462,6 +465,9 @@ group_of_record(Group **groups, int n, int recno, int *index_in_group)
 {
 	int			i;
 
+	*index_in_group = -1;
+	if (recno < 1)
+		return -1;				/* an error of the call, not of a record */
 	for (i = 0; i < n; i++)
 	{
 		if (recno <= groups[i]->n)
@@ -722,6 +728,7 @@ importer_add(Importer *imp, Group *g)
 	}
 	imp->pending[imp->npending++] = g;
 	imp->pending_records += g->n;
+	json_object_set_new(imp->written, g->id, json_true());
 	if (imp->pending_records >= imp->o->batch_size)
 	{
 		send_async(imp);
@@ -731,6 +738,25 @@ importer_add(Importer *imp, Group *g)
 			imp->shown = now_seconds();
 		}
 	}
+}
+
+/* The queued group of conversation id, taken out of the queue, or NULL. */
+Group *
+importer_take_pending(Importer *imp, const char *id)
+{
+	int			i;
+
+	for (i = imp->npending - 1; i >= 0; i--)
+		if (strcmp(imp->pending[i]->id, id) == 0)
+		{
+			Group	   *g = imp->pending[i];
+
+			memmove(&imp->pending[i], &imp->pending[i + 1], (imp->npending - i - 1) * sizeof(Group *));
+			imp->npending--;
+			imp->pending_records -= g->n;
+			return g;
+		}
+	return NULL;
 }
 
 /*
@@ -957,14 +983,14 @@ check_trailer(Importer *imp, LineRecord *rec, long lineno, long long *counts, bo
 	{
 		json_t	   *n = records ? json_object_get(records, record_types[t]) : NULL;
 
-		if (!json_is_number(n) || (long long) json_number_value(n) != counts[t])
+		if (!json_is_number(n) || json_number_value(n) != (double) counts[t])
 		{
 			line_error(imp, lineno, 0, "the trailer counts %g %s records, the file holds %lld",
 					   json_is_number(n) ? json_number_value(n) : 0.0, record_types[t], counts[t]);
 			importer_abort(imp);
 		}
 	}
-	if (!json_is_number(lines) || (long) json_number_value(lines) != lineno)
+	if (!json_is_number(lines) || json_number_value(lines) != (double) lineno)
 	{
 		line_error(imp, lineno, 0, "the trailer counts %g lines, the file has %ld",
 				   json_is_number(lines) ? json_number_value(lines) : 0.0, lineno);
@@ -1083,6 +1109,8 @@ import_convctx(Importer *imp, FILE *in)
 		}
 		if (trailer)
 		{
+			if (len == 0)
+				continue;		/* an empty line at the end, as the trailer check allows */
 			line_error(imp, lineno, 0, "a line after the trailer");
 			importer_abort(imp);
 		}
@@ -1092,6 +1120,13 @@ import_convctx(Importer *imp, FILE *in)
 			line_record_free(&rec);
 			if (lineno == 1)
 				importer_abort(imp);
+			/*
+			 * A line that cannot be read but starts as a session record does
+			 * starts a group of its own: the group before it is not its.
+			 */
+			if (strncmp(line, "{\"type\": \"session\"", strlen("{\"type\": \"session\"")) == 0 ||
+				strncmp(line, "{\"type\":\"session\"", strlen("{\"type\":\"session\"")) == 0)
+				close_group(imp, &group, &bad);
 			bad_line(imp, &group, &bad, "", line, len, lineno);
 			unreadable = true;
 			continue;
@@ -1132,10 +1167,18 @@ import_convctx(Importer *imp, FILE *in)
 			group_add(group, line, len, lineno);	/* after a line that could not be read */
 		else
 		{
+			Group	   *earlier;
+
 			line_error(imp, lineno, 0, "a %s record of session \"%s\" outside that session's group "
 					   "(the records of a session follow its session record)",
 					   record_types[rec.type], rec.id);
 			close_group(imp, &group, &bad);
+			/* its session's group, when not sent yet, is rejected with it */
+			earlier = importer_take_pending(imp, rec.id);
+			if (earlier == NULL && json_object_get(imp->written, rec.id) != NULL)
+				fprintf(stderr, "%s: warning: session \"%s\" was written before line %ld: it lacks this record\n",
+						progname, rec.id, lineno);
+			group = earlier;
 			bad_line(imp, &group, &bad, rec.id, line, len, lineno);
 		}
 		line_record_free(&rec);
@@ -1158,7 +1201,13 @@ import_convctx(Importer *imp, FILE *in)
 			flush_pending(imp);
 			importer_abort(imp);
 		}
-		close_group(imp, &group, &bad);
+		/* the last conversation may be the one cut: it is not imported */
+		if (group)
+		{
+			fprintf(stderr, "%s: warning: %s has no trailer: the conversation starting at %s, the last, "
+					"may be cut short and was not imported\n", progname, imp->input_name, group->where);
+			group_free(group);
+		}
 	}
 }
 
@@ -1172,18 +1221,25 @@ import_main(int argc, char **argv)
 	parse_import_options(argc, argv, &o);
 	memset(&imp, 0, sizeof(imp));
 	imp.o = &o;
+	imp.written = json_object();
 	imp.input_name = o.common.file && strcmp(o.common.file, "-") != 0 ? o.common.file : "<stdin>";
 
 	if (o.identity_map_file)
 	{
 		json_error_t jerr;
 		json_t	   *map = json_load_file(o.identity_map_file, JSON_REJECT_DUPLICATES, &jerr);
+		const char *key;
+		json_t	   *value;
 
 		if (map == NULL)
 			fail(EXIT_ERROR, "%s:%d:%d: %s", o.identity_map_file, jerr.line, jerr.column, jerr.text);
 		if (!json_is_object(map))
 			fail(EXIT_ERROR, "%s: an identity map is a JSON object {\"old\": \"new\", ...}",
 				 o.identity_map_file);
+		json_object_foreach(map, key, value)
+			if (key[0] == '\0' || !json_is_string(value) || json_string_length(value) == 0)
+				fail(EXIT_ERROR, "%s: an identity map maps identity ids to identity ids (non-empty strings)",
+					 o.identity_map_file);
 		imp.identity_map = json_dumps(map, JSON_COMPACT);
 		json_decref(map);
 	}

@@ -107,6 +107,22 @@ xsprintf(const char *fmt,...)
 	return s;
 }
 
+/* Append len bytes of s to the malloc'd string *buf (of length *len, room *cap). */
+static void
+append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap)
+	{
+		*cap = (*len + n + 1) * 2;
+		*buf = realloc(*buf, *cap);
+		if (*buf == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
 static Conversation *
 conversation_new(const char *id, const char *where)
 {
@@ -229,6 +245,8 @@ typedef struct TurnBuild
 	char	   *question;
 	char	   *created_at;
 	char	   *answer;			/* NULL until an assistant message */
+	size_t		answer_len;
+	size_t		answer_cap;
 	char	   *finalized_at;
 	long		lineno;
 } TurnBuild;
@@ -334,14 +352,8 @@ emit_conversation(Importer *imp, Conversation *c)
 			else
 			{
 				if (t.answer)
-				{
-					char	   *joined = xsprintf("%s\n\n%s", t.answer, m->text);
-
-					free(t.answer);
-					t.answer = joined;
-				}
-				else
-					t.answer = xstrdup(m->text);
+					append_text(&t.answer, &t.answer_len, &t.answer_cap, "\n\n", 2);
+				append_text(&t.answer, &t.answer_len, &t.answer_cap, m->text, strlen(m->text));
 				free(t.finalized_at);
 				t.finalized_at = xstrdup(times[i]);
 			}
@@ -376,6 +388,8 @@ content_text(Importer *imp, json_t *content)
 	size_t		i;
 	json_t	   *block;
 	char	   *text = NULL;
+	size_t		len = 0;
+	size_t		cap = 0;
 
 	if (json_is_string(content))
 		return xstrdup(json_string_value(content));
@@ -404,15 +418,7 @@ content_text(Importer *imp, json_t *content)
 			importer_count_dropped(imp, "content blocks that are not text", 1);
 			continue;
 		}
-		if (text)
-		{
-			char	   *joined = xsprintf("%s%s", text, json_string_value(value));
-
-			free(text);
-			text = joined;
-		}
-		else
-			text = xstrdup(json_string_value(value));
+		append_text(&text, &len, &cap, json_string_value(value), json_string_length(value));
 	}
 	return text;
 }
@@ -603,10 +609,12 @@ unix_time(json_t *v)
 	struct tm	tm;
 	char		buf[64];
 
-	if (!json_is_number(v))
+	/* from 1970 to 9999: a time a conversation can have */
+	if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) < 253402300800.0))
 		return NULL;
 	secs = (time_t) json_number_value(v);
-	gmtime_r(&secs, &tm);
+	if (gmtime_r(&secs, &tm) == NULL)
+		return NULL;
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return xstrdup(buf);
 }
@@ -627,6 +635,7 @@ import_openai_items(Importer *imp, FILE *in)
 	for (;;)
 	{
 		Conversation *c;
+		char	   *created_at;
 		json_t	   *items;
 		json_t	   *item;
 		size_t		i;
@@ -652,9 +661,17 @@ import_openai_items(Importer *imp, FILE *in)
 			json_decref(v);
 			continue;
 		}
+		created_at = json_object_get(v, "created_at") ? unix_time(json_object_get(v, "created_at")) : NULL;
+		if (json_object_get(v, "created_at") && created_at == NULL)
+		{
+			source_error(imp, r.lineno, id, "created_at must be a time in Unix seconds");
+			reject_source(imp, id, r.lineno, r.line);
+			json_decref(v);
+			continue;
+		}
 		snprintf(where, sizeof(where), "%s:%ld", imp->input_name, r.lineno);
 		c = conversation_new(id, where);
-		c->created_at = unix_time(json_object_get(v, "created_at"));
+		c->created_at = created_at;
 		json_array_foreach(items, i, item)
 		{
 			const char *type = str_field(item, "type");
@@ -810,28 +827,90 @@ key_text(json_t *v)
 	return NULL;
 }
 
-static const char *sort_key;	/* the key rows_sort orders by */
+static const char *sort_key;	/* the keys rows_sort orders by */
+static const char *sort_key2;
+
+/* A key of a row for ordering: a string, or a number printed; "" else. */
+static void
+row_key(json_t *row, const char *key, char *buf, size_t size, const char **out)
+{
+	json_t	   *v = key ? json_object_get(row, key) : NULL;
+
+	if (json_is_string(v))
+		*out = json_string_value(v);
+	else if (json_is_number(v))
+	{
+		/* serial ids: zero-padded, so that they order as numbers */
+		snprintf(buf, size, "%030.0f", json_number_value(v));
+		*out = buf;
+	}
+	else
+		*out = "";
+}
 
 static int
 row_cmp(const void *a, const void *b)
 {
 	const Row  *ra = a;
 	const Row  *rb = b;
-	const char *ka = json_string_value(json_object_get(ra->v, sort_key));
-	const char *kb = json_string_value(json_object_get(rb->v, sort_key));
-	int			c = strcmp(ka ? ka : "", kb ? kb : "");
+	char		ba[40],
+				bb[40];
+	const char *ka,
+			   *kb;
+	int			c;
 
-	if (c != 0)
+	row_key(ra->v, sort_key, ba, sizeof(ba), &ka);
+	row_key(rb->v, sort_key, bb, sizeof(bb), &kb);
+	if ((c = strcmp(ka, kb)) != 0)
+		return c;
+	row_key(ra->v, sort_key2, ba, sizeof(ba), &ka);
+	row_key(rb->v, sort_key2, bb, sizeof(bb), &kb);
+	if ((c = strcmp(ka, kb)) != 0)
 		return c;
 	return ra->seq < rb->seq ? -1 : ra->seq > rb->seq;
 }
 
-/* Order rows by conversation, keeping the source's order within each. */
+/*
+ * Order rows by conversation, then by key2 (the order the library reads
+ * them in: a serial id, a time), then as read: a file of rows may hold
+ * them in any order (SELECT row_to_json(t) FROM t has none).
+ */
 static void
-rows_sort(RowList *l, const char *key)
+rows_sort(RowList *l, const char *key, const char *key2)
 {
+	if (l->n == 0)
+		return;
 	sort_key = key;
+	sort_key2 = key2;
 	qsort(l->rows, l->n, sizeof(Row), row_cmp);
+}
+
+/* A row's JSON text, for the reject file. */
+static char *
+row_text(Row *r)
+{
+	char	   *t = json_dumps(r->v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (t == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	return t;
+}
+
+/* Reject the conversation of rows[from..to): its rows go to the reject file. */
+static void
+reject_rows(Importer *imp, const char *id, const char *where, Row *rows, size_t n)
+{
+	Group	   *g = group_new(id ? id : "", where);
+	size_t		i;
+
+	for (i = 0; i < n; i++)
+	{
+		char	   *t = row_text(&rows[i]);
+
+		group_add(g, t, strlen(t), rows[i].lineno);
+		free(t);
+	}
+	importer_reject(imp, g);
 }
 
 static char *
@@ -882,13 +961,14 @@ import_langchain(Importer *imp, FILE *in, bool js)
 	else
 	{
 		rows_from_file(imp, in, &rows);
-		rows_sort(&rows, "session_id");
+		rows_sort(&rows, "session_id", "id");
 	}
 
 	while (i < rows.n)
 	{
 		char	   *sid = key_text(json_object_get(rows.rows[i].v, "session_id"));
 		char	   *where;
+		size_t		first;
 		Conversation *c;
 		bool		bad = false;
 
@@ -899,13 +979,16 @@ import_langchain(Importer *imp, FILE *in, bool js)
 			source_error(imp, rows.rows[i].lineno, NULL, "a row of %s without a session_id (id %s)",
 						 table, id ? id : "?");
 			free(id);
-			reject_source(imp, NULL, rows.rows[i].lineno, NULL);
+			where = where_of(imp, &rows.rows[i], table, NULL);
+			reject_rows(imp, NULL, where, &rows.rows[i], 1);
+			free(where);
 			i++;
 			continue;
 		}
 		where = where_of(imp, &rows.rows[i], table, sid);
 		c = conversation_new(sid, where);
 		free(where);
+		first = i;
 		for (; i < rows.n; i++)
 		{
 			json_t	   *row = rows.rows[i].v;
@@ -964,13 +1047,8 @@ import_langchain(Importer *imp, FILE *in, bool js)
 		}
 		if (bad)
 		{
-			char		w[64];
-			Group	   *g;
-
-			snprintf(w, sizeof(w), "%s", c->where);
-			g = group_new(sid, w);
+			reject_rows(imp, sid, c->where, &rows.rows[first], i - first);
 			conversation_free(c);
-			importer_reject(imp, g);
 		}
 		else
 			emit_conversation(imp, c);
@@ -1060,8 +1138,8 @@ import_mastra(Importer *imp, FILE *in)
 				rows_add(&threads, rows.rows[i].v, rows.rows[i].lineno);
 		}
 		rows_free(&rows);
-		rows_sort(&threads, "id");
-		rows_sort(&messages, "thread_id");
+		rows_sort(&threads, "id", NULL);
+		rows_sort(&messages, "thread_id", "createdAt");
 	}
 
 	for (i = 0; i < threads.n; i++)
@@ -1071,11 +1149,14 @@ import_mastra(Importer *imp, FILE *in)
 		char	   *where;
 		Conversation *c;
 		bool		bad = false;
+		size_t		first_m;
 
 		if (tid == NULL)
 		{
-			source_error(imp, threads.rows[i].lineno, NULL, "a row of mastra_threads without an id");
-			reject_source(imp, NULL, threads.rows[i].lineno, NULL);
+			source_error(imp, threads.rows[i].lineno, NULL, "a row of mastra_threads without a string id");
+			where = where_of(imp, &threads.rows[i], "mastra_threads", NULL);
+			reject_rows(imp, NULL, where, &threads.rows[i], 1);
+			free(where);
 			continue;
 		}
 		where = where_of(imp, &threads.rows[i], "mastra_threads", tid);
@@ -1091,11 +1172,25 @@ import_mastra(Importer *imp, FILE *in)
 		{
 			const char *mt = json_string_value(json_object_get(messages.rows[m].v, "thread_id"));
 
-			if (mt == NULL || strcmp(mt, tid) >= 0)
+			if (mt == NULL)
+			{
+				/* no thread to belong to: refused on its own */
+				source_error(imp, messages.rows[m].lineno, NULL,
+							 "a row of mastra_messages without a string thread_id (id %s)",
+							 json_string_value(json_object_get(messages.rows[m].v, "id"))
+							 ? json_string_value(json_object_get(messages.rows[m].v, "id")) : "?");
+				where = where_of(imp, &messages.rows[m], "mastra_messages", NULL);
+				reject_rows(imp, NULL, where, &messages.rows[m], 1);
+				free(where);
+				m++;
+				continue;
+			}
+			if (strcmp(mt, tid) >= 0)
 				break;
 			importer_count_dropped(imp, "messages of threads that do not exist", 1);
 			m++;
 		}
+		first_m = m;
 		for (; m < messages.n; m++)
 		{
 			json_t	   *row = messages.rows[m].v;
@@ -1134,8 +1229,18 @@ import_mastra(Importer *imp, FILE *in)
 		}
 		if (bad)
 		{
+			/* the thread's row and its messages' rows, to the reject file */
 			Group	   *g = group_new(tid, c->where);
+			size_t		k;
 
+			for (k = 0; k <= m - first_m; k++)
+			{
+				Row		   *r = k == 0 ? &threads.rows[i] : &messages.rows[first_m + k - 1];
+				char	   *t = row_text(r);
+
+				group_add(g, t, strlen(t), r->lineno);
+				free(t);
+			}
 			conversation_free(c);
 			importer_reject(imp, g);
 		}
@@ -1207,43 +1312,71 @@ lc_class_role(json_t *msg)
 	return "other";
 }
 
-/* The decoded messages blob (a JSON array) of version of thread, or NULL. */
-static json_t *
-langgraph_blob(RowList *blobs, const char *thread, const char *version, bool *undecodable)
+/* The key of a blob in the index of blobs: thread, a unit separator, version. */
+static char *
+blob_key(const char *thread, const char *version)
 {
+	return xsprintf("%s\x1f%s", thread, version);
+}
+
+/* An index of the messages blobs by thread and version: key -> row number. */
+static json_t *
+index_blobs(RowList *blobs)
+{
+	json_t	   *index = json_object();
 	size_t		i;
 
-	*undecodable = false;
 	for (i = 0; i < blobs->n; i++)
 	{
-		json_t	   *b = blobs->rows[i].v;
-		const char *bt = json_string_value(json_object_get(b, "thread_id"));
-		const char *bv = json_string_value(json_object_get(b, "version"));
-		const char *type = json_string_value(json_object_get(b, "type"));
-		char	   *text;
-		json_t	   *v;
+		const char *bt = json_string_value(json_object_get(blobs->rows[i].v, "thread_id"));
+		char	   *bv = key_text(json_object_get(blobs->rows[i].v, "version"));
 
-		if (!bt || !bv || strcmp(bt, thread) != 0 || strcmp(bv, version) != 0)
-			continue;
-		if (type && strcmp(type, "empty") == 0)
-			return json_array();
-		if (!type || strcmp(type, "json") != 0)
+		if (bt && bv)
 		{
-			*undecodable = true;	/* msgpack, pickle: written by the Python saver */
-			return NULL;
+			char	   *key = blob_key(bt, bv);
+
+			json_object_set_new(index, key, json_integer((json_int_t) i));
+			free(key);
 		}
-		text = bytea_text(json_string_value(json_object_get(b, "blob")));
-		v = text ? json_loads(text, 0, NULL) : NULL;
-		free(text);
-		if (!json_is_array(v))
-		{
-			json_decref(v);
-			*undecodable = true;
-			return NULL;
-		}
-		return v;
+		free(bv);
 	}
-	return NULL;
+	return index;
+}
+
+/* The decoded messages blob (a JSON array) of version of thread, or NULL. */
+static json_t *
+langgraph_blob(RowList *blobs, json_t *index, const char *thread, const char *version, bool *undecodable)
+{
+	char	   *key = blob_key(thread, version);
+	json_t	   *at = json_object_get(index, key);
+	json_t	   *b;
+	const char *type;
+	char	   *text;
+	json_t	   *v;
+
+	free(key);
+	*undecodable = false;
+	if (at == NULL)
+		return NULL;
+	b = blobs->rows[json_integer_value(at)].v;
+	type = json_string_value(json_object_get(b, "type"));
+	if (type && strcmp(type, "empty") == 0)
+		return json_array();
+	if (!type || strcmp(type, "json") != 0)
+	{
+		*undecodable = true;	/* msgpack, pickle: written by the Python saver */
+		return NULL;
+	}
+	text = bytea_text(json_string_value(json_object_get(b, "blob")));
+	v = text ? json_loads(text, 0, NULL) : NULL;
+	free(text);
+	if (!json_is_array(v))
+	{
+		json_decref(v);
+		*undecodable = true;
+		return NULL;
+	}
+	return v;
 }
 
 /* The version of the messages channel of a checkpoint, as text, or NULL. */
@@ -1260,6 +1393,7 @@ import_langgraph(Importer *imp, FILE *in)
 	RowList		rows = {0};
 	RowList		checkpoints = {0};
 	RowList		blobs = {0};
+	json_t	   *blob_index;
 	size_t		i;
 	size_t		start;
 
@@ -1301,9 +1435,10 @@ import_langgraph(Importer *imp, FILE *in)
 				json_decref(v);	/* other channels, pending writes */
 		}
 		rows_free(&rows);
-		rows_sort(&checkpoints, "thread_id");
+		rows_sort(&checkpoints, "thread_id", "checkpoint_id");
 	}
 
+	blob_index = index_blobs(&blobs);
 	for (start = 0; start < checkpoints.n;)
 	{
 		const char *thread = json_string_value(json_object_get(checkpoints.rows[start].v, "thread_id"));
@@ -1319,8 +1454,12 @@ import_langgraph(Importer *imp, FILE *in)
 
 		if (thread == NULL)
 		{
-			source_error(imp, checkpoints.rows[start].lineno, NULL, "a checkpoint without a thread_id");
-			importer_abort(imp);
+			source_error(imp, checkpoints.rows[start].lineno, NULL, "a checkpoint without a string thread_id");
+			where = where_of(imp, &checkpoints.rows[start], "checkpoints", NULL);
+			reject_rows(imp, NULL, where, &checkpoints.rows[start], 1);
+			free(where);
+			start++;
+			continue;
 		}
 		for (end = start; end < checkpoints.n; end++)
 		{
@@ -1345,7 +1484,7 @@ import_langgraph(Importer *imp, FILE *in)
 			version = messages_version(cp);
 			if (version == NULL)
 				continue;
-			msgs = langgraph_blob(&blobs, thread, version, &bad_blob);
+			msgs = langgraph_blob(&blobs, blob_index, thread, version, &bad_blob);
 			free(version);
 			if (bad_blob)
 				undecodable = true;
@@ -1377,7 +1516,9 @@ import_langgraph(Importer *imp, FILE *in)
 						 "as msgpack): this tool reads the JS saver's JSON blobs", thread);
 			json_decref(newest);
 			json_decref(first_ts);
-			reject_source(imp, thread, checkpoints.rows[start].lineno, NULL);
+			where = where_of(imp, &checkpoints.rows[start], "checkpoints", thread);
+			reject_rows(imp, thread, where, &checkpoints.rows[start], end - start);
+			free(where);
 			start = end;
 			continue;
 		}
@@ -1416,6 +1557,7 @@ import_langgraph(Importer *imp, FILE *in)
 		emit_conversation(imp, c);
 		start = end;
 	}
+	json_decref(blob_index);
 	rows_free(&checkpoints);
 	rows_free(&blobs);
 }

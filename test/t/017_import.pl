@@ -296,6 +296,21 @@ for my $what (sort keys %bad)
         WHERE tenant_id = 'piped2'}), 's1,s2,s3', 'one conversation a batch: the three after it are written');
 }
 
+# a record after another conversation's: its session's group, not sent
+# yet, is rejected with it
+{
+    my @s3 = group_lines('s3');
+    my @ret = grep { /"type": "retrieval"/ } @s1;
+    my @rest = grep { !/"type": "retrieval"/ } @s1;
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'split',
+        '-f', file_of('split.jsonl', @rest, @s3, @ret));
+    is($rc, 1, 'a record outside its group: exit 1');
+    like($err, qr/split\.jsonl:\d+: error: a retrieval record of session "s1" outside that session's group/,
+        'a record outside its group: said so');
+    is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
+        WHERE tenant_id = 'split'}), 's3', 'a record outside its group: its session is not written without it');
+}
+
 # the same turn twice in a conversation
 {
     my @g = (@s4[ 0 .. 1 ], $s4[1], @s4[ 2 .. $#s4 ]);
@@ -463,6 +478,26 @@ is($node->safe_psql('fresh', q{SELECT bool_and(t.created_at = r.created_at) FROM
     is($rc, 1, 'a Mastra message of an unknown content format: exit 1');
     like($err, qr/in a content format this tool does not read: type "v3" \(mastra_messages id [0-9a-f-]+\)/,
         'a Mastra message of an unknown content format: its source key');
+}
+
+# a file of rows in another order than the library's (SELECT row_to_json
+# without ORDER BY): ordered by id again; a row without a conversation is
+# refused with its key and written to the reject file
+{
+    my @rows = reverse split /\n/, read_file("$fixtures/langchain-python/rows.jsonl");
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'lc-shuffled', '--from=langchain',
+        '--as-identity', 'migrated', '-f', write_file('lc_shuffled.jsonl', join("\n", @rows) . "\n"));
+    is($rc, 0, 'LangChain rows in reverse order: exit 0') or diag($err);
+    is(turns_of('lc-shuffled'), turns_of('langchain-python-db'), 'LangChain rows in reverse order: the same turns');
+    my $mastra = read_file("$dir/mastra.jsonl");
+    $mastra =~ s/"thread_id":"thread-b"/"thread_id":null/;
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'mnull', '--from=mastra', '--max-errors=1',
+        '--reject-file', "$dir/mnull.rej", '-f', write_file('mnull.jsonl', $mastra));
+    is($rc, 3, 'a Mastra message without a thread: exit 3 with --max-errors');
+    like($err, qr/a row of mastra_messages without a string thread_id/, 'a Mastra message without a thread: said so');
+    like(read_file("$dir/mnull.rej"), qr/"thread_id":null/, 'a Mastra message without a thread: in the reject file');
+    is($node->safe_psql('fresh', q{SELECT count(*) FROM convctx.turn WHERE tenant_id = 'mnull'}), '5',
+        'a Mastra message without a thread: the other threads\' turns are all there');
 }
 
 # portable messages: what export --format=messages writes comes back in
