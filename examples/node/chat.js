@@ -60,4 +60,13 @@ async function handleChat(pool, req, answer, historyTurns = 10) {
   return { turnId, answer: text, history };
 }
 
-module.exports = { handleChat, inTenant, withRetry };
+// The sidebar: identityId's conversations, newest first, pageSize at a time;
+// pass the cursor of the last row for the next page (null for the first).
+async function listConversations(pool, tenant, identityId, cursor = null, pageSize = 20) {
+  return withRetry(() => inTenant(pool, tenant, async (c) => (await c.query({
+    name: 'convctx_list_conversations',
+    text: 'SELECT session_id, title, last_activity_at, live_turns, cursor FROM convctx.list_conversations($1, $2, $3)',
+    values: [identityId, cursor, pageSize] })).rows));
+}
+
+module.exports = { handleChat, inTenant, listConversations, withRetry };

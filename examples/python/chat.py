@@ -55,3 +55,11 @@ def handle_chat(connect, req, answer, history_turns=10):
     with_retry(connect, lambda c: in_tenant(c, req["tenant"], lambda conn: conn.execute(
         "SELECT convctx.finalize_turn(%s, %s, %s)", (req["session_id"], turn_id, text))))
     return turn_id, text, history
+
+
+# The sidebar: identity_id's conversations, newest first, page_size at a
+# time; pass the cursor of the last row for the next page (None first).
+def list_conversations(connect, tenant, identity_id, cursor=None, page_size=20):
+    return with_retry(connect, lambda c: in_tenant(c, tenant, lambda conn: conn.execute(
+        "SELECT session_id, title, last_activity_at, live_turns, cursor"
+        "  FROM convctx.list_conversations(%s, %s, %s)", (identity_id, cursor, page_size)).fetchall()))

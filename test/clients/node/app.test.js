@@ -5,7 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const pg = require('pg');
-const { handleChat, inTenant } = require('../../../examples/node/chat.js');
+const { handleChat, inTenant, listConversations } = require('../../../examples/node/chat.js');
 
 const DB = 'convctx_clients_node';
 const PASSWORD = 'client-test-password';
@@ -250,4 +250,20 @@ test("the README's JavaScript is the example's code", () => {
   const blocks = [...readme.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
   assert.ok(blocks.length >= 1, 'the README shows JavaScript');
   for (const b of blocks) assert.ok(example.includes(b), `not in examples/node/chat.js:\n${b}`);
+});
+
+test("the sidebar: a user's conversations, a page at a time", async () => {
+  const pool = poolFor('node_service');
+  for (const n of [1, 2, 3]) {
+    await handleChat(pool, { tenant: 'acme', sessionId: `side-${n}`, requestId: 'r1',
+                             question: `Question ${n}`, identityId: 'user-side' }, answerOf);
+  }
+  const page1 = await listConversations(pool, 'acme', 'user-side', null, 2);
+  assert.deepEqual(page1.map((r) => r.session_id), ['side-3', 'side-2']);  // newest first
+  assert.equal(page1[0].title, 'Question 3');
+  assert.ok(page1[0].last_activity_at instanceof Date);
+  assert.equal(page1[0].live_turns, '1');  // bigint arrives as a string
+  const page2 = await listConversations(pool, 'acme', 'user-side', page1[1].cursor, 2);
+  assert.deepEqual(page2.map((r) => r.session_id), ['side-1']);
+  assert.deepEqual(await listConversations(pool, 'globex', 'user-side'), []);  // another tenant
 });

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import errors
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "python"))
-from chat import handle_chat, in_tenant  # noqa: E402
+from chat import handle_chat, in_tenant, list_conversations  # noqa: E402
 
 DB = "convctx_clients_python"
 PASSWORD = "client-test-password"
@@ -59,6 +59,22 @@ def tearDownModule():
     sql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", dbname="postgres")
     for r in ROLES:
         sql(f"DROP ROLE IF EXISTS {r}", dbname="postgres")
+
+
+class Sidebar(unittest.TestCase):
+    def test_conversations_a_page_at_a_time(self):
+        connect = connector("py_service")
+        for n in (1, 2, 3):
+            handle_chat(connect, {"tenant": "acme", "session_id": f"side-{n}", "request_id": "r1",
+                                  "question": f"Question {n}", "identity_id": "user-side"}, answer_of)
+        page1 = list_conversations(connect, "acme", "user-side", page_size=2)
+        self.assertEqual([r[0] for r in page1], ["side-3", "side-2"])  # newest first
+        self.assertEqual(page1[0][1], "Question 3")
+        self.assertIsInstance(page1[0][2], datetime.datetime)
+        self.assertEqual(page1[0][3], 1)
+        page2 = list_conversations(connect, "acme", "user-side", page1[-1][4], 2)
+        self.assertEqual([r[0] for r in page2], ["side-1"])
+        self.assertEqual(list_conversations(connect, "globex", "user-side"), [])
 
 
 class RequestCycle(unittest.TestCase):
