@@ -43,6 +43,8 @@ static SPIPlanPtr list_plan = NULL;
 static SPIPlanPtr title_plan = NULL;
 static SPIPlanPtr turn_range_plan = NULL;
 static SPIPlanPtr turns_plan = NULL;
+static SPIPlanPtr page_forward_plan = NULL;
+static SPIPlanPtr page_backward_plan = NULL;
 static SPIPlanPtr replay_size_plan = NULL;
 static SPIPlanPtr replay_plan = NULL;
 
@@ -106,6 +108,18 @@ static SPIPlanPtr replay_plan = NULL;
 	"     AND t.replaced_by_turn_id IS NULL AND NOT $5" \
 	"     AND t.turn_no OPERATOR(pg_catalog.<) $4" \
 	"   ORDER BY t.turn_no DESC LIMIT $6) p"
+
+/* The current versions of a page in one statement: after $3, or before $3 (newest first). */
+#define PAGE_COLUMNS \
+	"SELECT t.turn_no, t.turn_id, t.request_id, t.record_version, true," \
+	"       t.question_neutral, t.answer_neutral, t.created_at, t.finalized_at," \
+	"       t.deleted_at IS NOT NULL, t.deleted_at" \
+	"  FROM convctx.turn t" \
+	" WHERE " SESSION_KEY_AT("t") " AND t.replaced_by_turn_id IS NULL"
+#define PAGE_FORWARD_SQL \
+	PAGE_COLUMNS " AND t.turn_no OPERATOR(pg_catalog.>) $3 ORDER BY t.turn_no LIMIT $4"
+#define PAGE_BACKWARD_SQL \
+	PAGE_COLUMNS " AND t.turn_no OPERATOR(pg_catalog.<) $3 ORDER BY t.turn_no DESC LIMIT $4"
 
 /* The turns numbered $3 to $4, every version when $5, oldest first. */
 #define TURNS_SQL \
@@ -382,6 +396,30 @@ ConversationTurns(text *tenant, text *session_id, bool forward, int64 after, int
 	int			row;
 
 	SPI_connect();
+	if (!versions)
+	{
+		/* current versions only: one statement, the page read backwards put in order */
+		Oid			page_types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
+		Datum		page_values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+			Int64GetDatum(forward ? after : before), Int32GetDatum(page_size)};
+
+		SpiRunPlan(forward ? SpiKeptPlan(&page_forward_plan, PAGE_FORWARD_SQL, 4, page_types)
+				   : SpiKeptPlan(&page_backward_plan, PAGE_BACKWARD_SQL, 4, page_types),
+				   page_values, NULL, true, 0, SPI_OK_SELECT);
+		for (i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[forward ? i : SPI_processed - 1 - i];
+			Datum		out[11];
+			bool		nulls[11];
+			int			c;
+
+			for (c = 0; c < 11; c++)
+				out[c] = SPI_getbinval(tuple, SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+			tuplestore_putvalues(result, desc, out, nulls);
+		}
+		SPI_finish();
+		return;
+	}
 	SpiRunPlan(SpiKeptPlan(&turn_range_plan, TURN_RANGE_SQL, 6, range_types), range_values, NULL,
 			   true, 0, SPI_OK_SELECT);
 	/* one row of the two has the range: the other direction's is NULL */
