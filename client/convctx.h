@@ -48,6 +48,23 @@ typedef struct CommonOptions
 
 extern const char *progname;
 
+/* The options every subcommand takes, for its getopt_long table (main.c). */
+#define COMMON_LONG_OPTIONS \
+	{"dbname", required_argument, NULL, 'd'}, \
+	{"host", required_argument, NULL, 'h'}, \
+	{"port", required_argument, NULL, 'p'}, \
+	{"username", required_argument, NULL, 'U'}, \
+	{"no-password", no_argument, NULL, 'w'}, \
+	{"password", no_argument, NULL, 'W'}, \
+	{"file", required_argument, NULL, 'f'}, \
+	{"progress", no_argument, NULL, 'P'}, \
+	{"verbose", no_argument, NULL, 'v'}, \
+	{"quiet", no_argument, NULL, 'q'}, \
+	{"help", no_argument, NULL, '?'}, \
+	{"tenant", required_argument, NULL, OPTION_TENANT}
+#define OPTION_TENANT 1
+#define COMMON_SHORT_OPTIONS "d:h:p:U:wWf:Pvq"
+
 /* main.c */
 extern void fail(int code, const char *fmt,...) __attribute__((format(printf, 2, 3), noreturn));
 extern void note(const CommonOptions *o, const char *fmt,...) __attribute__((format(printf, 2, 3)));
@@ -55,6 +72,7 @@ extern PGconn *connect_db(const CommonOptions *o);
 extern PGresult *run(PGconn *conn, const char *what, const char *sql, int nparams,
 					 const char *const *params, ExecStatusType expect);
 extern double now_seconds(void);
+extern bool common_option(int c, CommonOptions *o);
 
 /* export.c */
 extern int	export_main(int argc, char **argv);

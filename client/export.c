@@ -86,18 +86,7 @@ static void
 parse_export_options(int argc, char **argv, ExportOptions *o)
 {
 	static const struct option longopts[] = {
-		{"dbname", required_argument, NULL, 'd'},
-		{"host", required_argument, NULL, 'h'},
-		{"port", required_argument, NULL, 'p'},
-		{"username", required_argument, NULL, 'U'},
-		{"no-password", no_argument, NULL, 'w'},
-		{"password", no_argument, NULL, 'W'},
-		{"file", required_argument, NULL, 'f'},
-		{"progress", no_argument, NULL, 'P'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, '?'},
-		{"tenant", required_argument, NULL, 1},
+		COMMON_LONG_OPTIONS,
 		{"session", required_argument, NULL, 2},
 		{"identity", required_argument, NULL, 3},
 		{"since", required_argument, NULL, 4},
@@ -109,21 +98,10 @@ parse_export_options(int argc, char **argv, ExportOptions *o)
 
 	memset(o, 0, sizeof(*o));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:h:p:U:wWf:Pvq?", longopts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, COMMON_SHORT_OPTIONS "?", longopts, NULL)) != -1)
 	{
 		switch (c)
 		{
-			case 'd': o->common.dbname = optarg; break;
-			case 'h': o->common.host = optarg; break;
-			case 'p': o->common.port = optarg; break;
-			case 'U': o->common.user = optarg; break;
-			case 'w': o->common.prompt_password = -1; break;
-			case 'W': o->common.prompt_password = 1; break;
-			case 'f': o->common.file = optarg; break;
-			case 'P': o->common.progress = true; break;
-			case 'v': o->common.verbosity = 1; break;
-			case 'q': o->common.verbosity = -1; break;
-			case 1: o->common.tenant = optarg; break;
 			case 2: o->session_id = optarg; break;
 			case 3: o->identity_id = optarg; break;
 			case 4: o->since = optarg; break;
@@ -134,6 +112,10 @@ parse_export_options(int argc, char **argv, ExportOptions *o)
 				else if (strcmp(optarg, "convctx") != 0)
 					fail(EXIT_ERROR, "unknown format \"%s\" (convctx or messages)", optarg);
 				break;
+			default:
+				if (common_option(c, &o->common))
+					break;
+				/* FALLTHROUGH */
 			case '?':
 				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
 				{

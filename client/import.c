@@ -102,19 +102,8 @@ static void
 parse_import_options(int argc, char **argv, ImportOptions *o)
 {
 	static const struct option longopts[] = {
-		{"dbname", required_argument, NULL, 'd'},
-		{"host", required_argument, NULL, 'h'},
-		{"port", required_argument, NULL, 'p'},
-		{"username", required_argument, NULL, 'U'},
-		{"no-password", no_argument, NULL, 'w'},
-		{"password", no_argument, NULL, 'W'},
-		{"file", required_argument, NULL, 'f'},
-		{"progress", no_argument, NULL, 'P'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, '?'},
+		COMMON_LONG_OPTIONS,
 		{"single-transaction", no_argument, NULL, '1'},
-		{"tenant", required_argument, NULL, 1},
 		{"from", required_argument, NULL, 2},
 		{"source-dsn", required_argument, NULL, 3},
 		{"source-table", required_argument, NULL, 4},
@@ -138,22 +127,11 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 	o->on_conflict = "skip";
 	o->batch_size = DEFAULT_BATCH;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:h:p:U:wWf:Pvq1?", longopts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, COMMON_SHORT_OPTIONS "1?", longopts, NULL)) != -1)
 	{
 		switch (c)
 		{
-			case 'd': o->common.dbname = optarg; break;
-			case 'h': o->common.host = optarg; break;
-			case 'p': o->common.port = optarg; break;
-			case 'U': o->common.user = optarg; break;
-			case 'w': o->common.prompt_password = -1; break;
-			case 'W': o->common.prompt_password = 1; break;
-			case 'f': o->common.file = optarg; break;
-			case 'P': o->common.progress = true; break;
-			case 'v': o->common.verbosity = 1; break;
-			case 'q': o->common.verbosity = -1; break;
 			case '1': o->single_transaction = true; break;
-			case 1: o->common.tenant = optarg; break;
 			case 2: o->from = optarg; break;
 			case 3: o->source_dsn = optarg; break;
 			case 4: o->source_table = optarg; break;
@@ -181,6 +159,10 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 				break;
 			case 13: o->source_schema = optarg; break;
 			case 14: o->session_id = optarg; break;
+			default:
+				if (common_option(c, &o->common))
+					break;
+				/* FALLTHROUGH */
 			case '?':
 				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
 				{

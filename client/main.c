@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <getopt.h>
 #include <unistd.h>
 
 #include "convctx.h"
@@ -64,6 +65,30 @@ now_seconds(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Take getopt_long's option c when it is one of COMMON_LONG_OPTIONS (its
+ * argument in optarg); false for any other.
+ */
+bool
+common_option(int c, CommonOptions *o)
+{
+	switch (c)
+	{
+		case 'd': o->dbname = optarg; return true;
+		case 'h': o->host = optarg; return true;
+		case 'p': o->port = optarg; return true;
+		case 'U': o->user = optarg; return true;
+		case 'w': o->prompt_password = -1; return true;
+		case 'W': o->prompt_password = 1; return true;
+		case 'f': o->file = optarg; return true;
+		case 'P': o->progress = true; return true;
+		case 'v': o->verbosity = 1; return true;
+		case 'q': o->verbosity = -1; return true;
+		case OPTION_TENANT: o->tenant = optarg; return true;
+	}
+	return false;
 }
 
 /* The password typed at the terminal; exit 1 when there is none to ask. */
