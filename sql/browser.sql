@@ -108,6 +108,28 @@ SELECT convctx.erase_identity('u1') > 0 AS erased;
 RESET ROLE;
 SELECT count(*) AS titles_left FROM convctx.session WHERE tenant_id = 'acme' AND title IS NOT NULL;
 
+-- an erased session takes no title; erasure's stand-in is nobody's list
+SET ROLE browser_app;
+SELECT convctx.set_session_title('s1', 'a late title');
+SELECT * FROM convctx.list_conversations('erased');
+SELECT * FROM convctx.list_conversations('erased:0123abcd');
+RESET ROLE;
+-- redact_session removes an app's title also when no turn was left to redact
+SET ROLE browser_app;
+SELECT convctx.start_turn('t1', 'r1', 'to be redacted', identity_id => 'u6') AS t6 \gset
+SELECT convctx.set_session_title('t1', 'a title of it');
+RESET ROLE;
+SET ROLE browser_admin;
+SELECT convctx.redact_turn('t1', :'t6');
+SELECT convctx.redact_session('t1') AS redacted_turns;
+RESET ROLE;
+SET ROLE browser_app;
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u6');
+-- a question that starts with much white space still gives a title
+SELECT convctx.start_turn('t2', 'r1', repeat(' ', 400) || 'late words', identity_id => 'u7') IS NOT NULL AS t;
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u7');
+RESET ROLE;
+
 -- the other tenant, with the same session and identity ids, saw none of it
 SET convctx.tenant = 'globex';
 SELECT session_id, title FROM convctx.list_conversations('u1');
@@ -127,6 +149,9 @@ SELECT * FROM convctx.conversation_turns('s1', after_turn_no => 1, before_turn_n
 SELECT * FROM convctx.conversation_turns('s1', page_size => NULL);
 SELECT convctx.set_session_title('nope', 'x');
 SELECT convctx.set_session_title('s1', '');
+SELECT convctx.set_session_title('s1', E' \t ');
+SELECT * FROM convctx.list_conversations('u1', '+123:s1');
+SELECT * FROM convctx.list_conversations('u1', ' 123:s1');
 SELECT convctx.set_session_title('s1', repeat('x', 1025));
 SELECT convctx.replay_conversation('s1', 0);
 RESET ROLE;
@@ -140,3 +165,16 @@ DROP ROLE browser_app, browser_admin;
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
          convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 RESET TimeZone;
+
+-- a replay's statement does not depend on standard_conforming_strings when
+-- it is first prepared on a connection
+\c
+SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('scs', 'r1', 'Is this a serious question', identity_id => 'u8') IS NOT NULL AS t;
+SET standard_conforming_strings = off;
+SELECT convctx.replay_conversation('scs') ->> 'title' AS title;
+RESET standard_conforming_strings;
+SELECT title FROM convctx.list_conversations('u8');
+RESET convctx.tenant;
+TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
+         convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;

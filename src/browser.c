@@ -32,7 +32,9 @@
 #include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -41,6 +43,7 @@
 
 static SPIPlanPtr list_plan = NULL;
 static SPIPlanPtr title_plan = NULL;
+static SPIPlanPtr title_exists_plan = NULL;
 static SPIPlanPtr turn_range_plan = NULL;
 static SPIPlanPtr turns_plan = NULL;
 static SPIPlanPtr page_forward_plan = NULL;
@@ -57,10 +60,15 @@ static SPIPlanPtr replay_plan = NULL;
 /*
  * SQL fragment: the start of the default title of session s (tenant $1):
  * the first 4 x DEFAULT_TITLE_CHARS characters of its first live, current
- * question; DefaultTitle folds its white space and cuts it.
+ * question after its leading white space; DefaultTitle folds its white
+ * space and cuts it. No backslash in the statement: its text must not
+ * depend on standard_conforming_strings when it is prepared.
  */
 #define DEFAULT_TITLE \
-	"(SELECT pg_catalog.\"left\"(q.question_neutral, " CppAsString2(DEFAULT_TITLE_CHARS) " * 4)" \
+	"(SELECT pg_catalog.\"left\"(pg_catalog.ltrim(q.question_neutral, ' ' OPERATOR(pg_catalog.||)" \
+	"          pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
+	"          pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
+	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " * 4)" \
 	"    FROM convctx.turn q" \
 	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \
@@ -87,8 +95,14 @@ static SPIPlanPtr replay_plan = NULL;
 	" ORDER BY s.activity_bin DESC, s.last_activity_at DESC, s.session_id" \
 	" LIMIT $5"
 
+/* The session's title, unless erasure took its identity: NULL row then. */
 #define TITLE_SQL \
-	"UPDATE convctx.session SET title = $3 WHERE " SESSION_KEY " RETURNING 1"
+	"UPDATE convctx.session SET title = $3 WHERE " SESSION_KEY \
+	"   AND NOT COALESCE(identity_id OPERATOR(pg_catalog.=) 'erased'" \
+	"                    OR identity_id OPERATOR(pg_catalog.^@) 'erased:', false)" \
+	" RETURNING 1"
+#define TITLE_EXISTS_SQL \
+	"SELECT 1 FROM convctx.session WHERE " SESSION_KEY
 
 /*
  * The turn numbers of a page: the current versions after $3 (forward,
@@ -139,16 +153,14 @@ static SPIPlanPtr replay_plan = NULL;
 	"            OPERATOR(pg_catalog.+) 200), 0)" \
 	"          FROM convctx.turn t WHERE " SESSION_KEY_AT("t") ")" \
 	"     OPERATOR(pg_catalog.+)" \
-	"       (SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_column_size(r.citations)), 0)" \
+	"       (SELECT COALESCE(pg_catalog.sum(pg_catalog.octet_length(r.citations::pg_catalog.text)), 0)" \
 	"          FROM convctx.turn_retrieval r WHERE " SESSION_KEY_AT("r") ")" \
 	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
 
 /* Session $2 as the JSON a chat app renders. */
 #define REPLAY_SQL \
 	"SELECT pg_catalog.jsonb_build_object('session_id', s.session_id, 'identity_id', s.identity_id," \
-	"         'title', COALESCE(s.title, pg_catalog.rtrim(pg_catalog.\"left\"(pg_catalog.btrim(" \
-	"             pg_catalog.regexp_replace(" DEFAULT_TITLE ", '\\s+', ' ', 'g')), " \
-	CppAsString2(DEFAULT_TITLE_CHARS) "))), 'created_at', s.created_at," \
+	"         'title', s.title, 'created_at', s.created_at," \
 	"         'last_activity_at', s.last_activity_at," \
 	"         'turns', COALESCE((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(" \
 	"             'turn_no', c.turn_no, 'request_id', c.request_id," \
@@ -167,13 +179,15 @@ static SPIPlanPtr replay_plan = NULL;
 	"                  AND r.turn_no OPERATOR(pg_catalog.=) c.turn_no)) ORDER BY c.turn_no)" \
 	"           FROM convctx.turn c" \
 	"          WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.session_id OPERATOR(pg_catalog.=) $2" \
-	"            AND c.replaced_by_turn_id IS NULL), '[]'::pg_catalog.jsonb))" \
+	"            AND c.replaced_by_turn_id IS NULL), '[]'::pg_catalog.jsonb))," \
+	"       CASE WHEN s.title IS NULL THEN " DEFAULT_TITLE " END" \
 	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
 
 /*
  * A default title from the start of a question: runs of white space made
- * one space, none at either end, at most DEFAULT_TITLE_CHARS characters.
- * Cheaper here than a regular expression in the statement, for every row.
+ * one space, none at either end, at most DEFAULT_TITLE_CHARS characters;
+ * NULL when nothing is left. Cheaper here than a regular expression in
+ * the statement, for every row, and the same for the list and a replay.
  */
 static text *
 DefaultTitle(text *question)
@@ -208,7 +222,7 @@ DefaultTitle(text *question)
 		p += len;
 		chars++;
 	}
-	return cstring_to_text_with_len(buf.data, buf.len);
+	return buf.len > 0 ? cstring_to_text_with_len(buf.data, buf.len) : NULL;
 }
 
 /* A page size argument: 1 to BROWSER_MAX_PAGE. */
@@ -245,8 +259,9 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
 	int64		us;
 
 	errno = 0;
-	us = colon ? strtoi64(s, &end, 10) : 0;
-	if (colon == NULL || end != colon || errno != 0 || colon == s || colon[1] == '\0' ||
+	us = colon && (isdigit((unsigned char) s[0]) || s[0] == '-') ? strtoi64(s, &end, 10) : 0;
+	if (colon == NULL || !(isdigit((unsigned char) s[0]) || s[0] == '-') || end != colon ||
+		errno != 0 || colon == s || colon[1] == '\0' ||
 		IS_VALID_TIMESTAMP(us) == false)
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -298,7 +313,7 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		/* the app's title, else the first live question */
 		out[1] = title_null ? (default_null ? (Datum) 0
 							   : PointerGetDatum(DefaultTitle(DatumGetTextPP(default_title)))) : title;
-		nulls[1] = title_null && default_null;
+		nulls[1] = DatumGetPointer(out[1]) == NULL;
 		out[2] = BoolGetDatum(title_null);
 		nulls[2] = false;
 		out[3] = SPI_getbinval(row, rd, 4, &nulls[3]);
@@ -329,6 +344,14 @@ convctx_list_conversations(PG_FUNCTION_ARGS)
 	text	   *cursor = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
 	int32		page_size = ArgPageSize(fcinfo, 2);
 
+	/* what erasure leaves behind is nobody's sidebar */
+	if (IsErasedIdentity(identity))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("identity \"%s\" is what erase_identity leaves in place of an identity",
+					   text_to_cstring(identity)),
+				errdetail("The sessions of erased identities are listed for nobody."));
+
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	ListConversations(CurrentTenant(), identity, cursor, page_size, rsinfo->setResult, rsinfo->setDesc);
 	return (Datum) 0;
@@ -346,9 +369,17 @@ SetSessionTitle(text *tenant, text *session_id, text *title)
 	SpiRunPlan(SpiKeptPlan(&title_plan, TITLE_SQL, 3, argtypes), values, nulls, false, 0,
 			   SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 0)
+	{
+		SpiRunSessionPlan(&title_exists_plan, TITLE_EXISTS_SQL, tenant, session_id, true, 0, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("session \"%s\" was erased", text_to_cstring(session_id)),
+					errdetail("erase_identity took the identity of this session; it takes no title."));
 		ereport(ERROR,
 				errcode(ERRCODE_NO_DATA_FOUND),
 				errmsg("session \"%s\" does not exist", text_to_cstring(session_id)));
+	}
 	SPI_finish();
 }
 
@@ -366,10 +397,15 @@ convctx_set_session_title(PG_FUNCTION_ARGS)
 
 	if (title != NULL)
 	{
-		if (VARSIZE_ANY_EXHDR(title) == 0)
+		const char *p = VARDATA_ANY(title);
+		const char *end = p + VARSIZE_ANY_EXHDR(title);
+
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v'))
+			p++;
+		if (p == end)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("title must not be empty"),
+					errmsg("title must not be empty or only white space"),
 					errhint("NULL gives the session back its default title, its first question."));
 		CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
 	}
@@ -489,6 +525,9 @@ ReplayConversation(text *tenant, text *session_id, int32 max_bytes, bool *isnull
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(session_id)};
 	Datum		result;
+	Datum		start;
+	bool		no_default;
+	text	   *title;
 	int64		estimate;
 
 	SPI_connect();
@@ -510,7 +549,25 @@ ReplayConversation(text *tenant, text *session_id, int32 max_bytes, bool *isnull
 				errhint("Page through it with conversation_turns(), or give a larger max_bytes."));
 	SpiRunPlan(SpiKeptPlan(&replay_plan, REPLAY_SQL, 2, argtypes), values, NULL, true, 0, SPI_OK_SELECT);
 	result = SpiFirstDatumCopy(1, isnull);
+	start = SpiFirstDatumCopy(2, &no_default);
 	SPI_finish();
+
+	/*
+	 * The default title, folded as the list folds it; after SPI_finish, so
+	 * that it is made in the caller's memory, with the copies above.
+	 */
+	if (!*isnull && !no_default && (title = DefaultTitle(DatumGetTextPP(start))) != NULL)
+	{
+		Datum		key = CStringGetTextDatum("title");
+		Datum		path = PointerGetDatum(construct_array(&key, 1, TEXTOID, -1, false, TYPALIGN_INT));
+		JsonbValue	v;
+
+		v.type = jbvString;
+		v.val.string.val = VARDATA_ANY(title);
+		v.val.string.len = VARSIZE_ANY_EXHDR(title);
+		result = DirectFunctionCall4(jsonb_set, result, path, PointerGetDatum(JsonbValueToJsonb(&v)),
+									 BoolGetDatum(true));
+	}
 	if (!*isnull && VARSIZE_ANY_EXHDR(DatumGetPointer(result)) > (Size) max_bytes)
 		ereport(ERROR,
 				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -104,6 +104,7 @@ extern char *KeyedHashHex(const char *key, const char *data, int len);
 
 /* What an erased identity becomes (lifecycle.c) */
 extern text *ErasedIdentity(text *identity_id);
+extern bool IsErasedIdentity(text *identity);
 
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,

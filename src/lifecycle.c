@@ -69,6 +69,7 @@
 #include "convctx.h"
 #include "idmap.h"
 
+static SPIPlanPtr title_clear_plan = NULL;
 static SPIPlanPtr redact_turn_plan = NULL;
 static SPIPlanPtr turn_exists_plan = NULL;
 static SPIPlanPtr redact_session_plan = NULL;
@@ -156,11 +157,14 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
+#define TITLE_CLEAR_SQL \
+	"UPDATE convctx.session SET title = NULL WHERE " SESSION_KEY " AND title IS NOT NULL"
+
 #define REDACT_SESSION_SQL \
 	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$3") \
 	"  WHERE " SESSION_KEY \
 	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
-	" s AS (UPDATE convctx.session SET title = NULL," SESSION_COUNTS_MINUS_REDACTED \
+	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
 	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
@@ -431,6 +435,16 @@ ErasedIdentity(text *identity_id)
 												 VARSIZE_ANY_EXHDR(identity_id))));
 }
 
+/* Is identity the stand-in erase_identity leaves ("erased", "erased:<hex>")? */
+bool
+IsErasedIdentity(text *identity)
+{
+	int			len = VARSIZE_ANY_EXHDR(identity);
+	const char *s = VARDATA_ANY(identity);
+
+	return (len == 6 && memcmp(s, "erased", 6) == 0) || (len > 7 && memcmp(s, "erased:", 7) == 0);
+}
+
 /*
  * Tombstone every version of a turn of the session under the redaction
  * lock, forget what the prompt functions recorded for it, and audit the
@@ -496,6 +510,9 @@ RedactSession(text *tenant, text *session_id)
 	SPI_connect();
 	if (RedactionLock(tenant, session_id, &generation))
 	{
+		/* the app's title too, also when no turn was left to redact */
+		SpiRunSessionPlan(&title_clear_plan, TITLE_CLEAR_SQL, tenant, session_id,
+						  false, 0, SPI_OK_UPDATE);
 		values[2] = Int64GetDatum(generation);
 		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);

@@ -567,8 +567,8 @@ $$;
 
 -- Per installed routine: its name, kinds, how each argument maps to the
 -- EXECUTE parameter slots, and the SQL of a call with k = nreq..n arguments.
--- Slots: $1-$10 text, $11-$14 jsonb, $15-$16 integer, $17-$18 uuid,
--- $19-$20 boolean, $21 text[], $22 regrole; a timestamptz takes a text
+-- Slots: $1-$10 text, $11-$14 jsonb, $15-$17 integer, $18-$19 uuid,
+-- $20-$21 boolean, $22 text[], $23 regrole; a timestamptz takes a text
 -- slot, cast in the call.
 CREATE FUNCTION fuzz.routines() RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -595,7 +595,7 @@ BEGIN
          WHERE cardinality(s.kinds) = p.pronargs
          ORDER BY s.sig
     LOOP
-        next := '{"text": 1, "jsonb": 11, "integer": 15, "uuid": 17, "boolean": 19, "text[]": 21, "regrole": 22}';
+        next := '{"text": 1, "jsonb": 11, "integer": 15, "uuid": 18, "boolean": 20, "text[]": 22, "regrole": 23}';
         slots := '{}';
         types := '{}';
         casts := '{}';
@@ -616,9 +616,9 @@ BEGIN
             types := types || ty;
             next := jsonb_set(next, ARRAY[ty], to_jsonb((next ->> ty)::int + 1));
         END LOOP;
-        IF (next ->> 'text')::int > 11 OR (next ->> 'jsonb')::int > 15 OR (next ->> 'integer')::int > 17
-           OR (next ->> 'uuid')::int > 19 OR (next ->> 'boolean')::int > 21
-           OR (next ->> 'text[]')::int > 22 OR (next ->> 'regrole')::int > 23 THEN
+        IF (next ->> 'text')::int > 11 OR (next ->> 'jsonb')::int > 15 OR (next ->> 'integer')::int > 18
+           OR (next ->> 'uuid')::int > 20 OR (next ->> 'boolean')::int > 22
+           OR (next ->> 'text[]')::int > 23 OR (next ->> 'regrole')::int > 24 THEN
             RAISE EXCEPTION 'fuzz: too many parameters of one type in %', r.sig;
         END IF;
         sqls := '{}';
@@ -876,7 +876,7 @@ BEGIN
 
             ts := array_fill(NULL::text, ARRAY[10]);
             js := array_fill(NULL::jsonb, ARRAY[4]);
-            is_ := array_fill(NULL::int, ARRAY[2]);
+            is_ := array_fill(NULL::int, ARRAY[3]);
             us := array_fill(NULL::uuid, ARRAY[2]);
             bs := array_fill(NULL::boolean, ARRAY[2]);
             arr := NULL;
@@ -973,7 +973,7 @@ BEGIN
                 ELSIF kind = 'turn' THEN
                     SELECT t.u, t.e INTO uval, sexpr
                       FROM fuzz.pick_turn(ten, sid, sids, valid OR r >= hostile, fname) t;
-                    us[slot - 16] := uval;
+                    us[slot - 17] := uval;
                     argx[p] := sexpr;
 
                 ELSIF kind IN ('limit', 'batch') THEN
@@ -1022,11 +1022,11 @@ BEGIN
 
                 ELSIF kind = 'bool' THEN
                     IF valid OR r >= hostile THEN
-                        bs[slot - 18] := random() < 0.5;
+                        bs[slot - 19] := random() < 0.5;
                     ELSE
-                        bs[slot - 18] := (ARRAY[NULL, true, false])[1 + floor(random() * 3)::int];
+                        bs[slot - 19] := (ARRAY[NULL, true, false])[1 + floor(random() * 3)::int];
                     END IF;
-                    argx[p] := coalesce(bs[slot - 18]::text, 'NULL');
+                    argx[p] := coalesce(bs[slot - 19]::text, 'NULL');
 
                 ELSIF kind = 'nodes' THEN
                     IF valid OR r >= hostile THEN
@@ -1146,12 +1146,12 @@ BEGIN
             IF (m ->> 'proc')::boolean THEN
                 EXECUTE m -> 'sql' ->> (nargs - nreq)
                   USING ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8], ts[9], ts[10],
-                        js[1], js[2], js[3], js[4], is_[1], is_[2], us[1], us[2], bs[1], bs[2],
+                        js[1], js[2], js[3], js[4], is_[1], is_[2], is_[3], us[1], us[2], bs[1], bs[2],
                         arr, rv;
             ELSE
                 EXECUTE m -> 'sql' ->> (nargs - nreq) INTO cnt, res
                   USING ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8], ts[9], ts[10],
-                        js[1], js[2], js[3], js[4], is_[1], is_[2], us[1], us[2], bs[1], bs[2],
+                        js[1], js[2], js[3], js[4], is_[1], is_[2], is_[3], us[1], us[2], bs[1], bs[2],
                         arr, rv;
             END IF;
         EXCEPTION WHEN OTHERS THEN
