@@ -48,7 +48,7 @@ INSERT INTO fuzz.spec VALUES
   ('convctx.current_tenant()', '{}', '{54000}'),
   ('convctx.use_tenant(text)', '{tenant}', '{22004,54000,25P01,42501}'),
   ('convctx.list_conversations(text,text,integer)', '{iid,content,limit}', '{22004,22023,54000}'),
-  ('convctx.set_session_title(text,text)', '{sid,content}', '{22004,22023,54000,P0002}'),
+  ('convctx.set_session_title(text,text)', '{sid,content}', '{22004,22023,54000,P0002,55000}'),
   ('convctx.conversation_turns(text,bigint,bigint,integer,boolean)', '{sid,limit,limit,limit,bool}',
    '{22004,22023,54000}'),
   ('convctx.replay_conversation(text,integer)', '{sid,batch}', '{22004,22023,54000}'),
