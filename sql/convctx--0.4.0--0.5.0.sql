@@ -98,7 +98,7 @@ LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 20
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.list_conversations(text, text, integer) IS
-    'the conversations of the current tenant linked to identity_id, newest activity first, page_size (at most 1000) at a time: session_id, title (set_session_title''s, else the first live question, title_is_default), created_at, last_activity_at, live_turns, linked_later (anonymous first, linked afterwards), and the cursor to pass for the next page; keyset paging on index session_identity_activity, the same cost at any depth';
+    'the conversations of the current tenant linked to identity_id, newest activity first, page_size (at most 1000) at a time: session_id, title (set_session_title''s, else the first live question, title_is_default), created_at, last_activity_at, live_turns, linked_later (anonymous first, linked afterwards), and the cursor to pass for the next page; keyset paging on index session_identity_activity';
 
 CREATE FUNCTION convctx.set_session_title(session_id text, title text)
 RETURNS void
