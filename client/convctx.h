@@ -122,7 +122,6 @@ typedef struct Importer
 	int			npending;
 	int			cap_pending;
 	long		pending_records;
-	json_t	   *written;		/* ids of the conversations queued or written */
 	Group	  **inflight;		/* the batch sent, its result not read yet */
 	int			ninflight;
 	int			cap_inflight;

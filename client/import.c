@@ -710,7 +710,6 @@ importer_add(Importer *imp, Group *g)
 	}
 	imp->pending[imp->npending++] = g;
 	imp->pending_records += g->n;
-	json_object_set_new(imp->written, g->id, json_true());
 	if (imp->pending_records >= imp->o->batch_size)
 	{
 		send_async(imp);
@@ -1157,9 +1156,9 @@ import_convctx(Importer *imp, FILE *in)
 			close_group(imp, &group, &bad);
 			/* its session's group, when not sent yet, is rejected with it */
 			earlier = importer_take_pending(imp, rec.id);
-			if (earlier == NULL && json_object_get(imp->written, rec.id) != NULL)
-				fprintf(stderr, "%s: warning: session \"%s\" was written before line %ld: it lacks this record\n",
-						progname, rec.id, lineno);
+			if (earlier == NULL)
+				fprintf(stderr, "%s: warning: if session \"%s\" came earlier in the file, it was written "
+						"without the record of line %ld\n", progname, rec.id, lineno);
 			group = earlier;
 			bad_line(imp, &group, &bad, rec.id, line, len, lineno);
 		}
@@ -1203,7 +1202,6 @@ import_main(int argc, char **argv)
 	parse_import_options(argc, argv, &o);
 	memset(&imp, 0, sizeof(imp));
 	imp.o = &o;
-	imp.written = json_object();
 	imp.input_name = o.common.file && strcmp(o.common.file, "-") != 0 ? o.common.file : "<stdin>";
 
 	if (o.identity_map_file)
