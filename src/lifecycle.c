@@ -11,11 +11,12 @@
  *	  and none can be added to the session until it commits. A finalize that
  *	  races it waits on the turn's row lock and then finds a tombstone, so no
  *	  text ever comes back.
- *	- erase_identity locks the sessions linked to the identity and the
- *	  sessions of the contexts saved with it, strictly in session_id order
- *	  (EraseLockSessions looks them up again after each lock and, when a new
- *	  one sorts before one it holds, gives its locks back and starts over),
- *	  and then erases exactly the set it locked, never looking the links up
+ *	- The erasures of a tenant take turns (EraseLockTenant). Each locks the
+ *	  sessions linked to the identity and the sessions of the contexts saved
+ *	  with it, strictly in session_id order (EraseLockSessions looks them up
+ *	  again after each lock and, when a new one sorts before one it holds,
+ *	  gives its locks back and starts over, a few times at most), and then
+ *	  erases exactly the set it locked, never looking the links up
  *	  again: a turn of any of them either committed before the lock (and is
  *	  erased) or waits for the erasure to commit. A session linked after the
  *	  last lookup is linked after the erasure.
@@ -48,6 +49,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -56,6 +58,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -611,6 +614,33 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 	}
 }
 
+/*
+ * The lock that makes the erasures of one tenant take turns: an advisory
+ * lock tag with a field4 that pg_advisory_lock never uses (as worker.c's
+ * slots), so no SQL role can take it, keyed by a hash of the tenant (two
+ * tenants sharing a hash only wait for each other's erasures).
+ */
+#define ERASE_LOCK_KEY 0x65726173	/* "eras" */
+#define ERASE_LOCK_FIELD4 0x6378
+
+/*
+ * Take the tenant's erasure lock until the end of the transaction. Two
+ * erasures locking overlapping sets of sessions could otherwise deadlock
+ * when one of them, past its restarts, locks a newcomer out of order
+ * (EraseLockSessions); taking turns, they never wait for each other's
+ * sessions.
+ */
+static void
+EraseLockTenant(text *tenant)
+{
+	LOCKTAG		tag;
+	uint32		h = DatumGetUInt32(hash_any((const unsigned char *) VARDATA_ANY(tenant),
+											VARSIZE_ANY_EXHDR(tenant)));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, ERASE_LOCK_KEY, h, ERASE_LOCK_FIELD4);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 /* How often erase_identity starts its locking over in session_id order. */
 #define ERASE_MAX_RESTARTS 3
 
@@ -686,8 +716,9 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 			 * order; a few times at most, so that sessions created while it
 			 * waits cannot keep the erasure from finishing. Past that it
 			 * locks the newcomers where they fall: a cycle is then possible
-			 * only with another transaction spanning several of these
-			 * sessions, and PostgreSQL breaks it with 40P01.
+			 * only with a transaction, other than an erasure (they take
+			 * turns, EraseLockTenant), that holds one of these sessions and
+			 * waits for another, and PostgreSQL breaks it with 40P01.
 			 */
 			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0 &&
 				restarts < ERASE_MAX_RESTARTS)
@@ -799,6 +830,7 @@ EraseIdentity(text *tenant, text *identity_id)
 	int64		turns = 0;
 	JsonbParseState *details = NULL;
 
+	EraseLockTenant(tenant);
 	SPI_connect();
 
 	/*
