@@ -175,6 +175,41 @@ SET standard_conforming_strings = off;
 SELECT convctx.replay_conversation('scs') ->> 'title' AS title;
 RESET standard_conforming_strings;
 SELECT title FROM convctx.list_conversations('u8');
+
+-- paging through 300 conversations 7 at a time: 200 of them active in
+-- the same ten minutes (one bin of the index, read further than a page
+-- needs), some at the same microsecond; every conversation once, in the
+-- exact order
+SELECT count(convctx.start_turn('b' || i, 'r1', 'q' || i, identity_id => 'bulk')) AS started
+FROM generate_series(1, 300) i;
+UPDATE convctx.session
+   SET last_activity_at = CASE WHEN substr(session_id, 2)::int <= 200
+                               THEN '2026-02-01 10:00:00+00'::timestamptz + (substr(session_id, 2)::int % 150) * interval '2 seconds'
+                               ELSE '2026-02-01 08:00:00+00'::timestamptz - substr(session_id, 2)::int * interval '1 minute' END
+ WHERE tenant_id = 'acme' AND identity_id = 'bulk';
+CREATE TEMP TABLE walked (pos serial, session_id text);
+DO $$
+DECLARE
+    c text;
+    r record;
+    n int;
+BEGIN
+    LOOP
+        n := 0;
+        FOR r IN SELECT * FROM convctx.list_conversations('bulk', c, 7) LOOP
+            INSERT INTO walked (session_id) VALUES (r.session_id);
+            c := r.cursor;
+            n := n + 1;
+        END LOOP;
+        EXIT WHEN n < 7;
+    END LOOP;
+END $$;
+SELECT count(*) AS walked, count(DISTINCT session_id) AS distinct_sessions FROM walked;
+SELECT count(*) AS out_of_place
+FROM walked w
+JOIN (SELECT session_id, row_number() OVER (ORDER BY last_activity_at DESC, session_id) AS pos
+        FROM convctx.session WHERE tenant_id = 'acme' AND identity_id = 'bulk') e USING (session_id)
+WHERE w.pos <> e.pos;
 RESET convctx.tenant;
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
          convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;

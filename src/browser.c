@@ -13,8 +13,9 @@
  * (tenant_id, identity_id, activity_bin DESC): activity_bin is
  * last_activity_at rounded down to 10 minutes, so a session's entry moves
  * at most once in ten minutes and the updates that count activity stay
- * HOT; the exact order inside a bin is a sort of that bin's few rows
- * (the planner's incremental sort). Turns are paged by turn number on
+ * HOT; the list reads a page's worth of entries in the index's order,
+ * to the end of the bin the page ends in, and sorts those few rows by
+ * the exact time (LIST_SQL). Turns are paged by turn number on
  * index turn_chronology.
  *
  * Copyright (c) 2026, the convctx authors
@@ -58,42 +59,61 @@ static SPIPlanPtr replay_plan = NULL;
 #define DEFAULT_TITLE_CHARS 80
 
 /*
- * SQL fragment: the start of the default title of session s (tenant $1):
- * the first 4 x DEFAULT_TITLE_CHARS characters of its first live, current
- * question after its leading white space; DefaultTitle folds its white
- * space and cuts it. No backslash in the statement: its text must not
- * depend on standard_conforming_strings when it is prepared.
+ * SQL fragment: the start of the default title of session alias.session_id
+ * (tenant $1): the first 4 x DEFAULT_TITLE_CHARS characters of its first
+ * live, current question after its leading white space; DefaultTitle folds
+ * its white space and cuts it. No backslash in the statement: its text
+ * must not depend on standard_conforming_strings when it is prepared.
  */
-#define DEFAULT_TITLE \
+#define DEFAULT_TITLE_OF(alias) \
 	"(SELECT pg_catalog.\"left\"(pg_catalog.ltrim(q.question_neutral, ' ' OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " * 4)" \
 	"    FROM convctx.turn q" \
-	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) s.session_id" \
+	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) " alias ".session_id" \
 	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \
 	"   ORDER BY q.turn_no LIMIT 1)"
 
 /*
- * The sessions of tenant $1 linked to identity $2 whose activity comes
- * before the cursor ($3 last_activity_at, $4 session_id; infinity for the
- * first page), newest first, $5 of them.
+ * A page of the sessions of tenant $1 linked to identity $2 whose activity
+ * comes before the cursor ($3 last_activity_at, $4 session_id; infinity
+ * for the first page), newest first, $5 of them.
+ *
+ * w reads the first $6 entries of index session_identity_activity from the
+ * cursor's bin on, in the index's own order (activity_bin DESC, nothing to
+ * sort), whatever the planner thinks of the identity's row count: ordered
+ * by the whole key, a generic plan that expects few rows sorts every
+ * session of the identity instead (half a second a page at 10^7 turns).
+ * p orders those rows exactly; only the page's rows are then read further
+ * (default title, link). The last two columns, the rows w read and the bin
+ * of its last row, tell ListConversations whether the page is certain:
+ * every row of a bin newer than the last one read was read. They come on
+ * every row, and on a row of NULLs when the page is empty.
  */
 #define LIST_SQL \
-	"SELECT s.session_id, s.title, " DEFAULT_TITLE "," \
-	"       s.created_at, s.last_activity_at, s.live_turns," \
-	"       l.linked_at OPERATOR(pg_catalog.>) s.created_at" \
-	"  FROM convctx.session s" \
-	"  LEFT JOIN convctx.session_link l" \
-	"    ON l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) s.session_id" \
-	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.identity_id OPERATOR(pg_catalog.=) $2" \
-	"   AND s.activity_bin OPERATOR(pg_catalog.<=)" \
-	"       (CASE WHEN pg_catalog.isfinite($3) THEN pg_catalog.date_bin('00:10:00'::pg_catalog.interval, $3," \
-	"             '2000-01-01 00:00:00+00'::pg_catalog.timestamptz) ELSE $3 END)" \
-	"   AND (s.last_activity_at OPERATOR(pg_catalog.<) $3" \
-	"        OR (s.last_activity_at OPERATOR(pg_catalog.=) $3 AND s.session_id OPERATOR(pg_catalog.>) $4))" \
-	" ORDER BY s.activity_bin DESC, s.last_activity_at DESC, s.session_id" \
-	" LIMIT $5"
+	"WITH w AS (SELECT s.session_id, s.activity_bin, s.last_activity_at, s.created_at," \
+	"                  s.live_turns, s.title" \
+	"             FROM convctx.session s" \
+	"            WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.identity_id OPERATOR(pg_catalog.=) $2" \
+	"              AND s.activity_bin OPERATOR(pg_catalog.<=)" \
+	"                  (CASE WHEN pg_catalog.isfinite($3)" \
+	"                        THEN pg_catalog.date_bin('00:10:00'::pg_catalog.interval, $3," \
+	"                               '2000-01-01 00:00:00+00'::pg_catalog.timestamptz) ELSE $3 END)" \
+	"            ORDER BY s.activity_bin DESC LIMIT $6)," \
+	" p AS (SELECT * FROM w" \
+	"        WHERE w.last_activity_at OPERATOR(pg_catalog.<) $3" \
+	"           OR (w.last_activity_at OPERATOR(pg_catalog.=) $3 AND w.session_id OPERATOR(pg_catalog.>) $4)" \
+	"        ORDER BY w.activity_bin DESC, w.last_activity_at DESC, w.session_id LIMIT $5)" \
+	"SELECT p.session_id, p.title," \
+	"       CASE WHEN p.title IS NULL AND p.session_id IS NOT NULL THEN " DEFAULT_TITLE_OF("p") " END," \
+	"       p.created_at, p.last_activity_at, p.live_turns," \
+	"       (SELECT l.linked_at OPERATOR(pg_catalog.>) p.created_at FROM convctx.session_link l" \
+	"         WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) p.session_id)," \
+	"       p.activity_bin, c.n, c.last_bin" \
+	"  FROM (SELECT pg_catalog.count(*) AS n, pg_catalog.min(w.activity_bin) AS last_bin FROM w) c" \
+	"  LEFT JOIN p ON true" \
+	" ORDER BY p.activity_bin DESC, p.last_activity_at DESC, p.session_id"
 
 /* The session's title, unless erasure took its identity: NULL row then. */
 #define TITLE_SQL \
@@ -180,7 +200,7 @@ static SPIPlanPtr replay_plan = NULL;
 	"           FROM convctx.turn c" \
 	"          WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.session_id OPERATOR(pg_catalog.=) $2" \
 	"            AND c.replaced_by_turn_id IS NULL), '[]'::pg_catalog.jsonb))," \
-	"       CASE WHEN s.title IS NULL THEN " DEFAULT_TITLE " END" \
+	"       CASE WHEN s.title IS NULL THEN " DEFAULT_TITLE_OF("s") " END" \
 	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
 
 /*
@@ -272,15 +292,22 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
 	*session_id = cstring_to_text(colon + 1);
 }
 
-/* Put the page of identity's conversations after cursor into result. */
+/*
+ * Put the page of identity's conversations after cursor into result.
+ * LIST_SQL reads a few more index entries than the page holds; when the
+ * page may lie partly in a bin not read to its end, it runs again reading
+ * four times as many. A bin holds the sessions active in ten minutes, so
+ * one run is the rule.
+ */
 static void
 ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 				  Tuplestorestate *result, TupleDesc desc)
 {
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID};
-	Datum		values[5];
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
+	Datum		values[6];
 	TimestampTz activity;
 	text	   *after_session;
+	int64		entries = (int64) page_size + 16;
 	uint64		i;
 
 	if (cursor != NULL)
@@ -297,7 +324,36 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 	values[4] = Int32GetDatum(page_size);
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 5, argtypes), values, NULL, true, 0, SPI_OK_SELECT);
+	for (;;)
+	{
+		bool		isnull;
+		int64		read;
+		TimestampTz last_bin_read;
+		TimestampTz page_last_bin;
+		uint64		rows;
+
+		values[5] = Int64GetDatum(entries);
+		SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 6, argtypes), values, NULL, true, 0,
+				   SPI_OK_SELECT);
+		read = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull));
+		/* fewer entries than asked for: the identity's last session was read */
+		if (read < entries)
+			break;
+		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		rows = isnull ? 0 : SPI_processed;
+		last_bin_read = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 10, &isnull));
+		/* a full page, all of it in bins newer than the last one read */
+		if (rows == (uint64) page_size)
+		{
+			page_last_bin = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[rows - 1],
+															  SPI_tuptable->tupdesc, 8, &isnull));
+			if (page_last_bin > last_bin_read)
+				break;
+		}
+		entries *= 4;
+		CHECK_FOR_INTERRUPTS();
+	}
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	row = SPI_tuptable->vals[i];
@@ -310,6 +366,8 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		Datum		default_title = SPI_getbinval(row, rd, 3, &default_null);
 
 		out[0] = SPI_getbinval(row, rd, 1, &nulls[0]);
+		if (nulls[0])
+			break;				/* the row of an empty page */
 		/* the app's title, else the first live question */
 		out[1] = title_null ? (default_null ? (Datum) 0
 							   : PointerGetDatum(DefaultTitle(DatumGetTextPP(default_title)))) : title;
