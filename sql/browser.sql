@@ -210,6 +210,51 @@ FROM walked w
 JOIN (SELECT session_id, row_number() OVER (ORDER BY last_activity_at DESC, session_id) AS pos
         FROM convctx.session WHERE tenant_id = 'acme' AND identity_id = 'bulk') e USING (session_id)
 WHERE w.pos <> e.pos;
+
+-- a page of current versions comes from the index directly: the same rows
+-- as the SQL query on the table, for every bound and page size in both
+-- directions, in a session with corrected answers (twice), tombstones,
+-- open turns and a newest turn still open
+SELECT count(convctx.finalize_turn('eq', convctx.start_turn('eq', 'r' || i, 'q' || i), 'a' || i)) AS turns
+FROM generate_series(1, 30) i;
+SELECT count(convctx.replace_turn('eq', t.turn_id, 'corrected ' || t.turn_no)) AS corrected
+FROM convctx.turn t WHERE t.tenant_id = 'acme' AND t.session_id = 'eq' AND t.turn_no % 7 = 3;
+SELECT count(convctx.replace_turn('eq', t.turn_id, 'again ' || t.turn_no)) AS corrected_again
+FROM convctx.turn t WHERE t.tenant_id = 'acme' AND t.session_id = 'eq' AND t.turn_no = 10
+  AND t.replaced_by_turn_id IS NULL;
+SELECT count(convctx.redact_turn('eq', t.turn_id)) AS redacted
+FROM convctx.turn t WHERE t.tenant_id = 'acme' AND t.session_id = 'eq' AND t.turn_no IN (1, 2, 17, 24)
+  AND t.replaced_by_turn_id IS NULL;
+SELECT count(convctx.start_turn('eq', 'open' || i, 'open ' || i)) AS open FROM generate_series(1, 3) i;
+WITH cases AS (
+    SELECT b, p, fwd FROM generate_series(-2, 35) b, unnest(ARRAY[1, 2, 3, 7, 40]) p, unnest(ARRAY[true, false]) fwd
+    UNION ALL SELECT NULL, p, false FROM unnest(ARRAY[1, 2, 3, 7, 40]) p),
+got AS (
+    SELECT c.b, c.p, c.fwd,
+           (SELECT array_agg(row(f.turn_no, f.turn_id, f.request_id, f.record_version, f.is_current, f.question,
+                                 f.answer, f.created_at, f.finalized_at, f.redacted, f.redacted_at)::text)
+              FROM convctx.conversation_turns('eq', CASE WHEN c.fwd THEN c.b END,
+                                              CASE WHEN NOT c.fwd THEN c.b END, c.p) f) AS rows
+      FROM cases c),
+expected AS (
+    SELECT c.b, c.p, c.fwd,
+           (SELECT array_agg(row(t.turn_no, t.turn_id, t.request_id, t.record_version, true, t.question_neutral,
+                                 t.answer_neutral, t.created_at, t.finalized_at, t.deleted_at IS NOT NULL,
+                                 t.deleted_at)::text ORDER BY t.turn_no)
+              FROM (SELECT * FROM convctx.turn t
+                     WHERE t.tenant_id = 'acme' AND t.session_id = 'eq' AND t.replaced_by_turn_id IS NULL
+                       AND CASE WHEN c.fwd THEN t.turn_no > c.b ELSE t.turn_no < coalesce(c.b, 9223372036854775807) END
+                     ORDER BY CASE WHEN c.fwd THEN t.turn_no ELSE -t.turn_no END LIMIT c.p) t) AS rows
+      FROM cases c)
+SELECT count(*) AS cases, count(*) FILTER (WHERE g.rows IS DISTINCT FROM e.rows) AS different,
+       count(*) FILTER (WHERE g.rows IS NOT NULL) AS with_rows
+FROM got g JOIN expected e ON g.b IS NOT DISTINCT FROM e.b AND g.p = e.p AND g.fwd = e.fwd;
+-- far bounds, and a session that does not exist
+SELECT count(*) AS rows FROM convctx.conversation_turns('eq', -9223372036854775808, NULL, 5);
+SELECT count(*) AS rows FROM convctx.conversation_turns('eq', 9223372036854775807, NULL, 5);
+SELECT count(*) AS rows FROM convctx.conversation_turns('eq', NULL, 9223372036854775807, 5);
+SELECT count(*) AS rows FROM convctx.conversation_turns('eq', NULL, -9223372036854775808, 5);
+SELECT count(*) AS rows FROM convctx.conversation_turns('no such session', 0);
 RESET convctx.tenant;
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
          convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;

@@ -489,10 +489,17 @@ ConversationTurns(text *tenant, text *session_id, bool forward, int64 after, int
 	uint64		i;
 	int			row;
 
+	if (!versions)
+	{
+		/* current versions only: read from the index, as recent_turns */
+		if (TurnPageRead(tenant, session_id, forward, forward ? after : before, page_size,
+						 result, desc))
+			return;
+	}
 	SPI_connect();
 	if (!versions)
 	{
-		/* current versions only: one statement, the page read backwards put in order */
+		/* or in one statement, the page read backwards put in order */
 		Oid			page_types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
 		Datum		page_values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 			Int64GetDatum(forward ? after : before), Int32GetDatum(page_size)};

@@ -160,6 +160,10 @@ extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribut
 extern bool SessionLock(text *tenant, text *session_id);
 extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 
+/* A page of conversation_turns read directly, when it may be (recent_turns.c) */
+extern bool TurnPageRead(text *tenant, text *session_id, bool forward, int64 bound, int32 limit,
+						 struct Tuplestorestate *result, TupleDesc desc);
+
 /* Shapes of retrievals and clarifications (prompt_citations.c, prompt_clarification.c) */
 extern void CheckChunkArray(Jsonb *arr, const char *what);
 extern void CheckQuestions(JsonbContainer *arr, const char *what);

@@ -93,6 +93,7 @@ typedef enum RecentColumn
 	RC_TENANT_ID,
 	RC_SESSION_ID,
 	RC_TURN_NO,
+	RC_RECORD_VERSION,
 	RC_COUNT
 } RecentColumn;
 
@@ -118,6 +119,7 @@ static const struct
 	[RC_TENANT_ID] = {"tenant_id", TEXTOID},
 	[RC_SESSION_ID] = {"session_id", TEXTOID},
 	[RC_TURN_NO] = {"turn_no", INT8OID},
+	[RC_RECORD_VERSION] = {"record_version", INT4OID},
 };
 
 /*
@@ -519,6 +521,66 @@ RecentTurnsBySql(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 	SPI_finish();
 }
 
+/* The turn and session tables and their indexes, open for a read. */
+typedef struct TurnRels
+{
+	Relation	rel;
+	Relation	index;
+	Relation	srel;
+	Relation	sindex;
+} TurnRels;
+
+/* Open the tables by the cached OIDs; a lock may bring an invalidation: redo. */
+static void
+TurnRelsOpen(TurnRels *r)
+{
+	for (;;)
+	{
+		if (!turn_rels.valid)
+			TurnRelsLookup();
+		r->rel = try_table_open(turn_rels.relid, AccessShareLock);
+		r->srel = r->rel ? try_table_open(turn_rels.session_relid, AccessShareLock) : NULL;
+		if (r->srel == NULL)
+		{
+			if (r->rel)
+				table_close(r->rel, NoLock);
+			turn_rels.valid = false;
+			continue;
+		}
+		r->index = index_open(turn_rels.indexid, AccessShareLock);
+		r->sindex = index_open(turn_rels.session_indexid, AccessShareLock);
+		if (turn_rels.valid)
+			return;
+		index_close(r->sindex, NoLock);
+		index_close(r->index, NoLock);
+		table_close(r->srel, NoLock);
+		table_close(r->rel, NoLock);
+	}
+}
+
+static void
+TurnRelsClose(TurnRels *r)
+{
+	index_close(r->sindex, NoLock);
+	index_close(r->index, NoLock);
+	table_close(r->srel, NoLock);
+	table_close(r->rel, NoLock);
+}
+
+/*
+ * Whether the open tables may be read directly: nothing but the owner's
+ * rights apply (see the head of this file) and the indexes are trusted.
+ */
+static bool
+TurnRelsDirect(void)
+{
+	return turn_rels.trusted &&
+		pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&
+		check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED;
+}
+
 /*
  * RecentTurnsRead's work, as the extension's owner: the direct read when
  * nothing but the owner's rights apply, else the SQL query.
@@ -526,48 +588,14 @@ RecentTurnsBySql(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 static void
 RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
 {
-	Relation	rel;
-	Relation	index;
-	Relation	srel;
-	Relation	sindex;
+	TurnRels	r;
 
-	/* Open by the cached OIDs; a lock may bring an invalidation: redo. */
-	for (;;)
-	{
-		if (!turn_rels.valid)
-			TurnRelsLookup();
-		rel = try_table_open(turn_rels.relid, AccessShareLock);
-		srel = rel ? try_table_open(turn_rels.session_relid, AccessShareLock) : NULL;
-		if (srel == NULL)
-		{
-			if (rel)
-				table_close(rel, NoLock);
-			turn_rels.valid = false;
-			continue;
-		}
-		index = index_open(turn_rels.indexid, AccessShareLock);
-		sindex = index_open(turn_rels.session_indexid, AccessShareLock);
-		if (turn_rels.valid)
-			break;
-		index_close(sindex, NoLock);
-		index_close(index, NoLock);
-		table_close(srel, NoLock);
-		table_close(rel, NoLock);
-	}
-
-	if (turn_rels.trusted &&
-		pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
-		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
-		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&
-		check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED)
-		RecentTurnsByIndex(rel, index, srel, sindex, tenant, session_id, limit, rt);
+	TurnRelsOpen(&r);
+	if (TurnRelsDirect())
+		RecentTurnsByIndex(r.rel, r.index, r.srel, r.sindex, tenant, session_id, limit, rt);
 	else
 		RecentTurnsBySql(tenant, session_id, limit, rt);
-
-	index_close(sindex, NoLock);
-	index_close(index, NoLock);
-	table_close(srel, NoLock);
-	table_close(rel, NoLock);
+	TurnRelsClose(&r);
 }
 
 /*
@@ -594,6 +622,164 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 		ActAsCaller(&sw);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * A page of conversation_turns (browser.c) read the same way: the current
+ * versions of the session's turns numbered after bound (forward) or
+ * before it, limit of them, tombstones and open turns included. The index
+ * is read in spans of turn numbers, as above, from bound towards the
+ * session's newest turn (forward) or its first. Rows go into result
+ * oldest first, as (turn_no, turn_id, request_id, record_version, true,
+ * question, answer, created_at, finalized_at, redacted, redacted_at).
+ */
+static void
+TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64 bound,
+				int32 limit, Tuplestorestate *result, TupleDesc result_desc)
+{
+	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+	ScanKeyData keys[4];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	HeapTuple  *rows = palloc(sizeof(HeapTuple) * limit);
+	int			count = 0;
+	int64		live;
+	int64		last = SessionLastTurnNo(r->srel, r->sindex, snapshot, tenant, session_id, &live);
+	int64		span = (int64) limit + 8;
+	int64		lower = 0;		/* the span: turn_no in [lower, upper] */
+	int64		upper = 0;
+	bool		done = false;
+	int			i;
+
+	/* no session row, no turns (a session's turns come with its row) */
+	if (last < 0)
+		return;
+	if (forward)
+	{
+		if (bound >= last)
+			return;
+		lower = bound + 1;
+	}
+	else
+	{
+		if (bound <= PG_INT64_MIN + 1)
+			return;
+		upper = bound - 1;
+	}
+
+	scan = index_beginscan(r->rel, r->index, snapshot, 4, 0);
+	slot = table_slot_create(r->rel, NULL);
+	SessionScanKeys(keys, r->index, tenant, session_id);
+	while (!done)
+	{
+		/*
+		 * The next span. The one that reaches the session's newest turn
+		 * (forward) or turn number 1 (backward) has no bound on that side,
+		 * so that no turn is missed whatever the session row says.
+		 */
+		if (forward)
+		{
+			done = lower > last - span;
+			upper = done ? PG_INT64_MAX : lower + span - 1;
+		}
+		else
+		{
+			int64		top = Min(upper, last);
+
+			done = top <= span;
+			lower = done ? PG_INT64_MIN : top - span + 1;
+		}
+		span = (span > PG_INT64_MAX / 4) ? PG_INT64_MAX / 4 : span * 4;
+
+		ScanKeyEntryInitialize(&keys[2], 0, 3, BTGreaterEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8GE, Int64GetDatum(lower));
+		ScanKeyEntryInitialize(&keys[3], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8LE, Int64GetDatum(upper));
+		index_rescan(scan, keys, 4, NULL, 0);
+		while (count < limit &&
+			   index_getnext_slot(scan, forward ? ForwardScanDirection : BackwardScanDirection, slot))
+		{
+			bool		isnull;
+
+			CHECK_FOR_INTERRUPTS();
+			(void) slot_getattr(slot, turn_rels.attnum[RC_REPLACED_BY], &isnull);
+			if (!isnull)
+				continue;		/* an earlier version of a corrected answer */
+			rows[count++] = ExecCopySlotHeapTuple(slot);
+		}
+		if (count == limit)
+			break;
+		if (forward)
+			lower = upper + 1;
+		else
+			upper = lower - 1;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+
+	for (i = 0; i < count; i++)
+	{
+		HeapTuple	tuple = rows[forward ? i : count - 1 - i];
+		static const int columns[11] = {
+			RC_TURN_NO, RC_TURN_ID, RC_REQUEST_ID, RC_RECORD_VERSION, -1, RC_QUESTION_NEUTRAL,
+			RC_ANSWER_NEUTRAL, RC_CREATED_AT, RC_FINALIZED_AT, -1, RC_DELETED_AT
+		};
+		Datum		out[11];
+		bool		nulls[11];
+		int			c;
+
+		for (c = 0; c < 11; c++)
+			if (columns[c] >= 0)
+				out[c] = heap_getattr(tuple, turn_rels.attnum[columns[c]],
+									  RelationGetDescr(r->rel), &nulls[c]);
+		out[4] = BoolGetDatum(true);	/* current: the others were skipped */
+		nulls[4] = false;
+		out[9] = BoolGetDatum(!nulls[10]);	/* redacted: a tombstone has deleted_at */
+		nulls[9] = false;
+		tuplestore_putvalues(result, result_desc, out, nulls);
+	}
+}
+
+/* TurnPageRead's work, as the extension's owner. */
+static bool
+TurnPageReadTables(text *tenant, text *session_id, bool forward, int64 bound, int32 limit,
+				   Tuplestorestate *result, TupleDesc desc)
+{
+	TurnRels	r;
+	bool		direct;
+
+	TurnRelsOpen(&r);
+	direct = TurnRelsDirect();
+	if (direct)
+		TurnPageByIndex(&r, tenant, session_id, forward, bound, limit, result, desc);
+	TurnRelsClose(&r);
+	return direct;
+}
+
+/*
+ * conversation_turns' page of current versions of a session of tenant
+ * (decided by the caller), read directly when nothing but the owner's
+ * rights apply; false, with nothing read, when the caller must run its
+ * SQL instead.
+ */
+bool
+TurnPageRead(text *tenant, text *session_id, bool forward, int64 bound, int32 limit,
+			 Tuplestorestate *result, TupleDesc desc)
+{
+	OwnerSwitch sw;
+	volatile bool direct = false;
+
+	ActAsOwner(&sw);
+	PG_TRY();
+	{
+		direct = TurnPageReadTables(tenant, session_id, forward, bound, limit, result, desc);
+	}
+	PG_FINALLY();
+	{
+		ActAsCaller(&sw);
+	}
+	PG_END_TRY();
+	return direct;
 }
 
 PG_FUNCTION_INFO_V1(convctx_recent_turns);

@@ -163,6 +163,8 @@ is($node->safe_psql('app', q{SELECT string_agg(question_neutral, ',') FROM convc
    'q1,q2,q3,q4,q5,q6', 'recent_turns returns the whole history past an index that is not valid');
 is($node->safe_psql('app', q{SELECT jsonb_array_length(convctx.recent_turns_json('h', 10))}), '6',
    'and so does recent_turns_json');
+is($node->safe_psql('app', q{SELECT string_agg(question, ',') FROM convctx.conversation_turns('h', 0, NULL, 10)}),
+   'q1,q2,q3,q4,q5,q6', 'and a page of conversation_turns');
 $node->safe_psql('app', q{REINDEX INDEX convctx.turn_chronology});
 is($node->safe_psql('app', q{SELECT string_agg(question_neutral, ',') FROM convctx.recent_turns('h', 10)}),
    'q1,q2,q3,q4,q5,q6', 'and the same once the index is rebuilt');
