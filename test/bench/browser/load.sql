@@ -37,14 +37,16 @@ SELECT pg_temp.fill('big', 'long', 1, 10000, 'long', false);
 SELECT pg_temp.fill('big', 'fill', greatest((:turns - 110000) / 100, 0), 100, NULL, false);
 
 -- Every session and turn of the large tenant, so that the bare indexes
--- are as deep as convctx's.
+-- are as deep as convctx's; a turn page returns what conversation_turns
+-- tells an app (ids, version, redaction), not only the texts.
 CREATE TABLE bare_session AS
     SELECT s.identity_id, s.last_activity_at, s.session_id, s.created_at, s.live_turns,
            'question 1 of ' || s.session_id AS title, false AS linked_later
       FROM convctx.session s WHERE tenant_id = 'big';
 CREATE INDEX ON bare_session (identity_id, last_activity_at DESC, session_id);
 CREATE TABLE bare_turn AS
-    SELECT session_id, turn_no, question_neutral, answer_neutral, created_at, finalized_at
+    SELECT session_id, turn_no, turn_id, request_id, record_version, question_neutral,
+           answer_neutral, created_at, finalized_at, deleted_at
       FROM convctx.turn WHERE tenant_id = 'big';
 CREATE INDEX ON bare_turn (session_id, turn_no);
 

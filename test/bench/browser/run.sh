@@ -44,8 +44,8 @@ bare_list_p500||SELECT session_id, title, created_at, last_activity_at, live_tur
 turns_small_start|small|SELECT * FROM convctx.conversation_turns('short1', 0, NULL, 20);
 turns_big_start|big|SELECT * FROM convctx.conversation_turns('long1', 0, NULL, 20);
 turns_big_10000|big|SELECT * FROM convctx.conversation_turns('long1', 9980, NULL, 20);
-bare_turns_start||SELECT turn_no, question_neutral, answer_neutral, created_at, finalized_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 0 ORDER BY turn_no LIMIT 20;
-bare_turns_10000||SELECT turn_no, question_neutral, answer_neutral, created_at, finalized_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 9980 ORDER BY turn_no LIMIT 20;
+bare_turns_start||SELECT turn_no, turn_id, request_id, record_version, question_neutral, answer_neutral, created_at, finalized_at, deleted_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 0 ORDER BY turn_no LIMIT 20;
+bare_turns_10000||SELECT turn_no, turn_id, request_id, record_version, question_neutral, answer_neutral, created_at, finalized_at, deleted_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 9980 ORDER BY turn_no LIMIT 20;
 SQL
 # every query returns its page: check once
 while IFS='|' read -r name tenant sql; do
