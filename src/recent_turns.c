@@ -649,6 +649,9 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 	int64		lower = 0;		/* the span: turn_no in [lower, upper] */
 	int64		upper = 0;
 	bool		done = false;
+	TupleDesc	desc = RelationGetDescr(r->rel);
+	Datum	   *values;
+	bool	   *isnull;
 	int			i;
 
 	/* no session row, no turns (a session's turns come with its row) */
@@ -699,11 +702,11 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 		while (count < limit &&
 			   index_getnext_slot(scan, forward ? ForwardScanDirection : BackwardScanDirection, slot))
 		{
-			bool		isnull;
+			bool		current;
 
 			CHECK_FOR_INTERRUPTS();
-			(void) slot_getattr(slot, turn_rels.attnum[RC_REPLACED_BY], &isnull);
-			if (!isnull)
+			(void) slot_getattr(slot, turn_rels.attnum[RC_REPLACED_BY], &current);
+			if (!current)
 				continue;		/* an earlier version of a corrected answer */
 			rows[count++] = ExecCopySlotHeapTuple(slot);
 		}
@@ -717,9 +720,10 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
 
+	values = palloc(sizeof(Datum) * desc->natts);
+	isnull = palloc(sizeof(bool) * desc->natts);
 	for (i = 0; i < count; i++)
 	{
-		HeapTuple	tuple = rows[forward ? i : count - 1 - i];
 		static const int columns[11] = {
 			RC_TURN_NO, RC_TURN_ID, RC_REQUEST_ID, RC_RECORD_VERSION, -1, RC_QUESTION_NEUTRAL,
 			RC_ANSWER_NEUTRAL, RC_CREATED_AT, RC_FINALIZED_AT, -1, RC_DELETED_AT
@@ -728,10 +732,14 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 		bool		nulls[11];
 		int			c;
 
+		/* one pass over the row: its text columns make each attribute's offset vary */
+		heap_deform_tuple(rows[forward ? i : count - 1 - i], desc, values, isnull);
 		for (c = 0; c < 11; c++)
 			if (columns[c] >= 0)
-				out[c] = heap_getattr(tuple, turn_rels.attnum[columns[c]],
-									  RelationGetDescr(r->rel), &nulls[c]);
+			{
+				out[c] = values[turn_rels.attnum[columns[c]] - 1];
+				nulls[c] = isnull[turn_rels.attnum[columns[c]] - 1];
+			}
 		out[4] = BoolGetDatum(true);	/* current: the others were skipped */
 		nulls[4] = false;
 		out[9] = BoolGetDatum(!nulls[10]);	/* redacted: a tombstone has deleted_at */
