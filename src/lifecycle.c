@@ -11,12 +11,13 @@
  *	  and none can be added to the session until it commits. A finalize that
  *	  races it waits on the turn's row lock and then finds a tombstone, so no
  *	  text ever comes back.
- *	- The erasures of a tenant take turns (EraseLockTenant). Each locks the
- *	  sessions linked to the identity and the sessions of the contexts saved
- *	  with it, strictly in session_id order (EraseLockSessions looks them up
- *	  again after each lock and, when a new one sorts before one it holds,
- *	  gives its locks back and starts over, a few times at most), and then
- *	  erases exactly the set it locked, never looking the links up
+ *	- erase_identity locks the sessions linked to the identity and the
+ *	  sessions of the contexts saved with it, strictly in session_id order
+ *	  (EraseLockSessions looks them up again after each lock and, when a new
+ *	  one sorts before one it holds, gives its locks back and starts over;
+ *	  after three times it leaves such a newcomer alone, never locking out
+ *	  of order),
+ *	  and then erases exactly the set it locked, never looking the links up
  *	  again: a turn of any of them either committed before the lock (and is
  *	  erased) or waits for the erasure to commit. A session linked after the
  *	  last lookup is linked after the erasure.
@@ -49,7 +50,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -58,7 +58,6 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -614,33 +613,6 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 	}
 }
 
-/*
- * The lock that makes the erasures of one tenant take turns: an advisory
- * lock tag with a field4 that pg_advisory_lock never uses (as worker.c's
- * slots), so no SQL role can take it, keyed by a hash of the tenant (two
- * tenants sharing a hash only wait for each other's erasures).
- */
-#define ERASE_LOCK_KEY 0x65726173	/* "eras" */
-#define ERASE_LOCK_FIELD4 0x6378
-
-/*
- * Take the tenant's erasure lock until the end of the transaction. Two
- * erasures locking overlapping sets of sessions could otherwise deadlock
- * when one of them, past its restarts, locks a newcomer out of order
- * (EraseLockSessions); taking turns, they never wait for each other's
- * sessions.
- */
-static void
-EraseLockTenant(text *tenant)
-{
-	LOCKTAG		tag;
-	uint32		h = DatumGetUInt32(hash_any((const unsigned char *) VARDATA_ANY(tenant),
-											VARSIZE_ANY_EXHDR(tenant)));
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, ERASE_LOCK_KEY, h, ERASE_LOCK_FIELD4);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-}
-
 /* How often erase_identity starts its locking over in session_id order. */
 #define ERASE_MAX_RESTARTS 3
 
@@ -650,14 +622,15 @@ EraseLockTenant(text *tenant)
  * transaction that follows the lock order, never deadlock. A link or
  * context committed while the erasure waited for a lock is invisible to
  * the statement that waited, so the sessions are looked up again after
- * every lock, until a lookup finds none that is not held; that last
- * lookup, made with every session it returns locked, is the set erased
- * (a context may change hands meanwhile, so the set can also shrink).
+ * every lock, until a lookup finds none that it may still lock; the
+ * sessions of that last lookup that are held are the set erased (a
+ * context may change hands meanwhile, so the set can also shrink).
  * New sessions that sort after every session held are simply locked next;
  * when one sorts before, locking it now would break the order, so every
  * lock is given back (the locks live in a subtransaction, rolled back)
  * and the whole set is locked again in order, at most ERASE_MAX_RESTARTS
- * times. Returns the session ids as
+ * times; after that such a session is left alone, as linked after the
+ * erasure. No lock is ever taken out of order. Returns the session ids as
  * a text[] Datum in the caller's context, sets *linked to those linked to
  * the identity (whose turns are erased; the others only lose their
  * context) and *nlinked_out to their number. SPI must be connected.
@@ -679,6 +652,7 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 	Datum	   *all;
 	Datum	   *linked_ids;
 	int			nlinked = 0;
+	int			nall = 0;
 	int			i;
 	int			restarts = 0;
 	volatile bool in_subxact;
@@ -714,15 +688,26 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 			/*
 			 * A session sorting before one held means starting over in
 			 * order; a few times at most, so that sessions created while it
-			 * waits cannot keep the erasure from finishing. Past that it
-			 * locks the newcomers where they fall: a cycle is then possible
-			 * only with a transaction, other than an erasure (they take
-			 * turns, EraseLockTenant), that holds one of these sessions and
-			 * waits for another, and PostgreSQL breaks it with 40P01.
+			 * waits cannot keep the erasure from finishing. Past that, such
+			 * a session is left alone, as one linked after the erasure
+			 * (it was linked or given a context while the erasure ran): a
+			 * lock taken out of order could close a cycle with any
+			 * transaction that locks sessions in order, another erasure
+			 * first. The newcomers that sort after every session held are
+			 * still locked.
 			 */
-			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0 &&
-				restarts < ERASE_MAX_RESTARTS)
-				in_order = false;
+			if (max_held != NULL && SessionIdCmp(ids[first_new], max_held) < 0)
+			{
+				if (restarts < ERASE_MAX_RESTARTS)
+					in_order = false;
+				else
+				{
+					while (first_new < n && SessionIdCmp(ids[first_new], max_held) <= 0)
+						first_new++;
+					if (first_new == n)
+						break;
+				}
+			}
 
 			if (in_order)
 				EraseLockSome(tenant, ids + first_new, n - first_new, held, &max_held, cxt);
@@ -764,17 +749,20 @@ EraseLockSessions(text *tenant, Datum identities, text *identity_id,
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = owner;
 
+	/* The sessions of the last lookup that are held: the ones left alone are not. */
 	all = palloc(sizeof(Datum) * Max(n, 1));
 	linked_ids = palloc(sizeof(Datum) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		all[i] = PointerGetDatum(ids[i]);
+		if (IdMapLookup(held, VARDATA_ANY(ids[i]), VARSIZE_ANY_EXHDR(ids[i])) == NULL)
+			continue;
+		all[nall++] = PointerGetDatum(ids[i]);
 		if (is_linked[i])
-			linked_ids[nlinked++] = all[i];
+			linked_ids[nlinked++] = PointerGetDatum(ids[i]);
 	}
 	*linked = PointerGetDatum(construct_array(linked_ids, nlinked, TEXTOID, -1, false, TYPALIGN_INT));
 	*nlinked_out = nlinked;
-	return PointerGetDatum(construct_array(all, n, TEXTOID, -1, false, TYPALIGN_INT));
+	return PointerGetDatum(construct_array(all, nall, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
 /*
@@ -830,7 +818,6 @@ EraseIdentity(text *tenant, text *identity_id)
 	int64		turns = 0;
 	JsonbParseState *details = NULL;
 
-	EraseLockTenant(tenant);
 	SPI_connect();
 
 	/*
