@@ -210,6 +210,12 @@ FROM walked w
 JOIN (SELECT session_id, row_number() OVER (ORDER BY last_activity_at DESC, session_id) AS pos
         FROM convctx.session WHERE tenant_id = 'acme' AND identity_id = 'bulk') e USING (session_id)
 WHERE w.pos <> e.pos;
+-- a session active at infinity (written by hand: the API stamps real
+-- times) still pages: its cursor reads back
+UPDATE convctx.session SET last_activity_at = 'infinity' WHERE tenant_id = 'acme' AND session_id = 'b7';
+SELECT session_id, last_activity_at FROM convctx.list_conversations('bulk', page_size => 1);
+SELECT session_id FROM convctx.list_conversations('bulk',
+    (SELECT cursor FROM convctx.list_conversations('bulk', page_size => 1)), 1);
 
 -- a page of current versions comes from the index directly: the same rows
 -- as the SQL query on the table, for every bound and page size in both
@@ -249,6 +255,12 @@ expected AS (
 SELECT count(*) AS cases, count(*) FILTER (WHERE g.rows IS DISTINCT FROM e.rows) AS different,
        count(*) FILTER (WHERE g.rows IS NOT NULL) AS with_rows
 FROM got g JOIN expected e ON g.b IS NOT DISTINCT FROM e.b AND g.p = e.p AND g.fwd = e.fwd;
+-- the session row only sizes the read: with a last_turn_no that lags
+-- behind, the page is still the SQL query's
+UPDATE convctx.session SET last_turn_no = 2 WHERE tenant_id = 'acme' AND session_id = 'eq';
+SELECT array_agg(turn_no ORDER BY turn_no) AS after_5 FROM convctx.conversation_turns('eq', 5, NULL, 4);
+SELECT array_agg(turn_no ORDER BY turn_no) AS newest FROM convctx.conversation_turns('eq', page_size => 3);
+UPDATE convctx.session SET last_turn_no = 33 WHERE tenant_id = 'acme' AND session_id = 'eq';
 -- far bounds, and a session that does not exist
 SELECT count(*) AS rows FROM convctx.conversation_turns('eq', -9223372036854775808, NULL, 5);
 SELECT count(*) AS rows FROM convctx.conversation_turns('eq', 9223372036854775807, NULL, 5);

@@ -80,9 +80,10 @@ static SPIPlanPtr replay_plan = NULL;
  * comes before the cursor ($3 last_activity_at, $4 session_id; infinity
  * for the first page), newest first, $5 of them.
  *
- * w reads the first $6 entries of index session_identity_activity from the
- * cursor's bin on, in the index's own order (activity_bin DESC, nothing to
- * sort), whatever the planner thinks of the identity's row count: ordered
+ * w reads the first $6 entries (all when NULL) of index
+ * session_identity_activity from the cursor's bin down to bin $7, in the
+ * index's own order (activity_bin DESC, nothing to sort), whatever the
+ * planner thinks of the identity's row count: ordered
  * by the whole key, a generic plan that expects few rows sorts every
  * session of the identity instead (half a second a page at 10^7 turns).
  * p orders those rows exactly; only the page's rows are then read further
@@ -100,6 +101,7 @@ static SPIPlanPtr replay_plan = NULL;
 	"                  (CASE WHEN pg_catalog.isfinite($3)" \
 	"                        THEN pg_catalog.date_bin('00:10:00'::pg_catalog.interval, $3," \
 	"                               '2000-01-01 00:00:00+00'::pg_catalog.timestamptz) ELSE $3 END)" \
+	"              AND s.activity_bin OPERATOR(pg_catalog.>=) $7" \
 	"            ORDER BY s.activity_bin DESC LIMIT $6)," \
 	" p AS (SELECT * FROM w" \
 	"        WHERE w.last_activity_at OPERATOR(pg_catalog.<) $3" \
@@ -282,7 +284,7 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
 	us = colon && (isdigit((unsigned char) s[0]) || s[0] == '-') ? strtoi64(s, &end, 10) : 0;
 	if (colon == NULL || !(isdigit((unsigned char) s[0]) || s[0] == '-') || end != colon ||
 		errno != 0 || colon == s || colon[1] == '\0' ||
-		IS_VALID_TIMESTAMP(us) == false)
+		!(IS_VALID_TIMESTAMP(us) || TIMESTAMP_NOT_FINITE(us)))
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("invalid conversation cursor"),
@@ -294,20 +296,26 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
 
 /*
  * Put the page of identity's conversations after cursor into result.
- * LIST_SQL reads a few more index entries than the page holds; when the
- * page may lie partly in a bin not read to its end, it runs again reading
- * four times as many. A bin holds the sessions active in ten minutes, so
- * one run is the rule.
+ * LIST_SQL reads a few more index entries than the page holds. When the
+ * page may reach into the bin of the last entry read (a bin can hold more
+ * than was read), it runs again reading every entry down to the end of
+ * that bin; when the page is still short then (the cursor's own bin held
+ * many sessions already listed), it goes on with four times as many
+ * entries. A bin holds the sessions active in ten minutes, so one run is
+ * the rule.
  */
 static void
 ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 				  Tuplestorestate *result, TupleDesc desc)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
-	Datum		values[6];
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID,
+	TIMESTAMPTZOID};
+	Datum		values[7];
+	char		nulls[7] = "       ";
 	TimestampTz activity;
 	text	   *after_session;
 	int64		entries = (int64) page_size + 16;
+	TimestampTz down_to;
 	uint64		i;
 
 	if (cursor != NULL)
@@ -317,6 +325,7 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		TIMESTAMP_NOEND(activity);
 		after_session = cstring_to_text("");
 	}
+	TIMESTAMP_NOBEGIN(down_to);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(identity);
 	values[2] = TimestampTzGetDatum(activity);
@@ -326,32 +335,44 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 	SPI_connect();
 	for (;;)
 	{
+		bool		whole_bins = !TIMESTAMP_IS_NOBEGIN(down_to);
 		bool		isnull;
 		int64		read;
 		TimestampTz last_bin_read;
-		TimestampTz page_last_bin;
 		uint64		rows;
 
+		/* $6 entries, or (whole_bins) every entry down to bin $7 */
 		values[5] = Int64GetDatum(entries);
-		SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 6, argtypes), values, NULL, true, 0,
+		nulls[5] = whole_bins ? 'n' : ' ';
+		values[6] = TimestampTzGetDatum(down_to);
+		SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 7, argtypes), values, nulls, true, 0,
 				   SPI_OK_SELECT);
 		read = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull));
-		/* fewer entries than asked for: the identity's last session was read */
-		if (read < entries)
-			break;
 		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		rows = isnull ? 0 : SPI_processed;
-		last_bin_read = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 10, &isnull));
-		/* a full page, all of it in bins newer than the last one read */
-		if (rows == (uint64) page_size)
+		/* fewer entries than asked for: the identity's last session was read */
+		if (!whole_bins && read < entries)
+			break;
+		/* a full page out of whole bins: every row sorting before its last was read */
+		if (whole_bins && rows == (uint64) page_size)
+			break;
+		if (!whole_bins && rows == (uint64) page_size)
 		{
-			page_last_bin = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[rows - 1],
-															  SPI_tuptable->tupdesc, 8, &isnull));
-			if (page_last_bin > last_bin_read)
+			last_bin_read = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 10, &isnull));
+			/* the whole page in bins newer than the last one read */
+			if (DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[rows - 1],
+												  SPI_tuptable->tupdesc, 8, &isnull)) > last_bin_read)
 				break;
+			/* read that bin to its end */
+			down_to = last_bin_read;
 		}
-		entries *= 4;
+		else
+		{
+			/* a short page: more entries, from the cursor's bin on */
+			entries = Max(entries, read) * 4;
+			TIMESTAMP_NOBEGIN(down_to);
+		}
 		CHECK_FOR_INTERRUPTS();
 	}
 	for (i = 0; i < SPI_processed; i++)

@@ -654,18 +654,20 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 	bool	   *isnull;
 	int			i;
 
-	/* no session row, no turns (a session's turns come with its row) */
-	if (last < 0)
-		return;
+	/*
+	 * The session row only sizes the spans: without one (last < 0), or
+	 * with the bound past its newest turn, the first span is open-ended,
+	 * so the read returns what the SQL query would.
+	 */
 	if (forward)
 	{
-		if (bound >= last)
+		if (bound == PG_INT64_MAX)
 			return;
 		lower = bound + 1;
 	}
 	else
 	{
-		if (bound <= PG_INT64_MIN + 1)
+		if (bound == PG_INT64_MIN)
 			return;
 		upper = bound - 1;
 	}
