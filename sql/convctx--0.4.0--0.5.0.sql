@@ -139,3 +139,6 @@ GRANT EXECUTE ON FUNCTION convctx.list_conversations(text, text, integer),
     convctx.set_session_title(text, text),
     convctx.conversation_turns(text, bigint, bigint, integer, boolean),
     convctx.replay_conversation(text, integer) TO convctx_app;
+
+COMMENT ON PROCEDURE convctx.purge_all(integer) IS
+    'repeat purge with a COMMIT after each pass until nothing is left, pausing convctx.purge_pause between passes (inside a transaction block: one transaction, no pause)';

@@ -754,7 +754,7 @@ AS 'MODULE_PATHNAME', 'convctx_purge_all'
 LANGUAGE C;
 
 COMMENT ON PROCEDURE convctx.purge_all(integer) IS
-    'repeat purge with a COMMIT after each pass until nothing is left (inside a transaction block: one transaction)';
+    'repeat purge with a COMMIT after each pass until nothing is left, pausing convctx.purge_pause between passes (inside a transaction block: one transaction, no pause)';
 
 CREATE FUNCTION convctx.schedule_retention(schedule text DEFAULT '*/10 * * * *')
 RETURNS bigint

@@ -37,6 +37,7 @@ char	   *convctx_ip_hash_key = NULL;
 char	   *convctx_ip_hash_salt = NULL;
 char	   *convctx_identity_hash_key = NULL;
 int			convctx_session_ttl = 24 * 60 * 60;
+int			convctx_purge_pause = CONVCTX_PURGE_PAUSE_DEFAULT;
 int			convctx_turn_retention = 0;
 int			convctx_context_ttl = 30 * 24 * 60 * 60;
 int			convctx_audit_retention = 0;
@@ -250,6 +251,16 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							check_audit_retention, NULL, NULL);
+
+	DefineCustomIntVariable("convctx.purge_pause",
+							"Pause of purge_all after each pass that deleted something, so that live requests keep their share of the machine.",
+							"0 purges without pausing.",
+							&convctx_purge_pause,
+							CONVCTX_PURGE_PAUSE_DEFAULT,
+							0, 60 * 1000,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("convctx.summary_threshold",
 							"Unsummarized messages older than the window above which conversation_state asks for a summary.",

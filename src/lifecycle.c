@@ -58,6 +58,8 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -1314,6 +1316,28 @@ PurgeReadCommitted(void)
 }
 
 /*
+ * Wait ms milliseconds, as pg_sleep does: a set latch (a signal, say) ends
+ * a wait early, so wait again for what is left; a cancel ends it at once.
+ */
+static void
+PurgePause(int ms)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+
+		CHECK_FOR_INTERRUPTS();
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
  * Run purge passes (PURGE_PASS_SQL) until one deletes nothing; returns
  * how many ran. nonatomic (a CALL outside a transaction block): commit
  * after each pass, and run every pass in a transaction of its own at read
@@ -1353,6 +1377,13 @@ PurgeUntilDone(int32 batch, bool nonatomic)
 		{
 			SPI_commit();
 			PurgeReadCommitted();
+			/*
+			 * The throttle: between two transactions, holding no lock, and
+			 * only when another pass follows. Inside a transaction block a
+			 * pause would only hold the rows deleted so far locked longer.
+			 */
+			if (deleted > 0 && convctx_purge_pause > 0)
+				PurgePause(convctx_purge_pause);
 		}
 		CHECK_FOR_INTERRUPTS();
 	} while (deleted > 0);

@@ -55,6 +55,8 @@ log_statement = none
 log_min_messages = warning
 convctx.max_session_turns = 8
 convctx.turn_retention = '7d'
+# purge_all(1) may take hundreds of passes: pause, but briefly
+convctx.purge_pause = '1ms'
 });
 $node->start;
 
