@@ -155,7 +155,11 @@ UPDATE convctx.conversation_context SET updated_at = now() - interval '40 days' 
 SELECT tenant, session_id, identity_id, turns, finalized, redacted,
        last_at < now() - interval '1 day' AS idle, expires_at IS NOT NULL AS expires
 FROM convctx.sessions ORDER BY session_id;
--- batches: at most batch_size rows of each kind per pass
+-- batches: at most batch_size rows of each kind per pass, and no more
+-- sessions locked than batch_size turns can empty (each session counts
+-- its last_turn_no, at least 1; the one that crosses the batch included)
+SELECT convctx.purge(2);
+SELECT convctx.purge(2);
 SELECT convctx.purge(2);
 SELECT convctx.purge(2);
 SELECT convctx.purge(2);
@@ -181,19 +185,22 @@ RESET convctx.context_ttl;
 -- purge_all repeats until nothing is left
 SELECT count(convctx.start_turn('bulk-' || s, 'r' || i, 'q')) FROM generate_series(1, 20) s, generate_series(1, 5) i;
 UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'bulk-%';
+CREATE TEMP TABLE purges_before AS SELECT count(*) AS n FROM convctx.audit_log WHERE action LIKE 'purge%';
 CALL convctx.purge_all(7);
 SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk-%';
 -- a purge by a role serving every tenant writes one audit row per tenant it deleted
--- something of, and none when it deleted nothing: the four purges above that did, then
+-- something of, and none when it deleted nothing: the purges above that did, then
 -- purge_all's passes; which turns a pass takes follows the table's physical order, so its
 -- passes are checked together: each within the batch, together everything, none empty
-SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id LIMIT 4;
+SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id
+LIMIT (SELECT n FROM purges_before);
 SELECT bool_and((details->>'anonymous_turns')::int <= 7 AND (details->>'anonymous_sessions')::int <= 7) AS within_batch,
        sum((details->>'anonymous_turns')::int) AS turns,
        sum((details->>'anonymous_sessions')::int) AS sessions,
        sum((details->>'contexts')::int) AS contexts,
        sum((details->>'expired_turns')::int) AS expired_turns
-FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id OFFSET 4) p;
+FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id
+      OFFSET (SELECT n FROM purges_before)) p;
 SELECT count(*) AS empty_purge_rows FROM convctx.audit_log
 WHERE action = 'purge' AND details = '{"contexts": 0, "expired_turns": 0, "anonymous_turns": 0, "anonymous_sessions": 0}';
 -- two tenants: each tenant's row has that tenant's counts only, tenant C (untouched) none
