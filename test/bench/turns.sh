@@ -4,8 +4,11 @@
 # 10^3 and 10^6 turns: install what is missing, build and install convctx,
 # run test/bench/turns/run.sh in a throwaway cluster and print the table.
 # Timings are information only: exits non-zero only when the run fails.
+# Commits are durable (fsync and synchronous_commit on), as users run it;
+# CONVCTX_BENCH_DURABLE=0 turns fsync off for a CPU-bound view.
 # CONVCTX_BENCH_SECONDS: length of each lifecycle run (default 15);
-# CONVCTX_BENCH_ROUNDS: runs per side and cell, the best kept (default 3);
+# CONVCTX_BENCH_ROUNDS: interleaved rounds per cell, the median reported
+# (default 3; recent_turns latency takes at least 5);
 # CONVCTX_BENCH_LATENCY_SECONDS: the pgbench recent_turns runs (default 10);
 # CONVCTX_BENCH_FLOOR_FILLFACTOR: fillfactor of the floor's table (default 100,
 # a bare table; 70 gives it convctx.turn's).
@@ -13,7 +16,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-in_throwaway_cluster "the benchmark" \
+CONVCTX_DURABLE=${CONVCTX_BENCH_DURABLE:-1} in_throwaway_cluster "the benchmark" \
     env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
         CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-10}" \
         CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-3}" \

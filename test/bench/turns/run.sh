@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set), from the build
 # directory: the turn lifecycle against its plain-SQL floor, then
-# recent_turns latency at 10^3 and 10^6 turns. Prints the results table.
-# Fails only when the run itself fails (SQL error, pgbench failure).
+# recent_turns latency at 10^3 and 10^6 turns, each in interleaved rounds.
+# Prints every figure as the median of the rounds with its spread, and
+# each target with PASS or MISS. Fails only when the run itself fails
+# (SQL error, pgbench failure).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -106,31 +108,21 @@ show_read() {
 }
 
 disturbed=""
-declare -A server_ms client_ms
-# Best of 3 in-backend loops of 20000 calls, in LATENCY_BEST.
-latency_loops() {
-    local ms i
-    LATENCY_BEST=""
-    for i in 1 2 3; do
-        ms=$(psql_run -d lat -At -c 'SELECT bench.recent_ms(20000)')
-        if [ -z "$LATENCY_BEST" ] || awk -v a="$ms" -v b="$LATENCY_BEST" 'BEGIN { exit !(a < b) }'; then
-            LATENCY_BEST=$ms
-        fi
-    done
-}
+RESULTS="$OUT/results"
+# One in-backend loop of 20000 calls in DB, its mean in LATENCY_MS.
+latency_loop() { LATENCY_MS=$(psql_run -d "$1" -At -c 'SELECT bench.recent_ms(20000)'); }
+# measure_latency STATE DB ROUND: one round at that size, in the server and
+# through pgbench.
 measure_latency() {
-    local state=$1 log load
-    psql_run -d lat -c 'CHECKPOINT'
-    show_read lat m1 "at $state turns"
-    other_load latency_loops
-    server_ms[$state]=$LATENCY_BEST load=$OTHER_LOAD
-    log="$OUT/recent-$state.log"
-    other_load pgbench_run "$log" lat 1 -T "$LATENCY_SECONDS" -f "$HERE/recent.pgbench"
-    client_ms[$state]=$(latency_of "$log")
-    printf '   %s turns: %.4f ms in the server (best of 3 x 20000 calls), %.3f ms through pgbench\n' \
-        "$state" "${server_ms[$state]}" "${client_ms[$state]}"
-    printf '   (%% of a core: others %d, then %d)\n' "$load" "$OTHER_LOAD"
-    [ "$load" -gt 10 ] && disturbed+="${disturbed:+, }recent_turns at $state"
+    local state=$1 db=$2 round=$3 log load
+    other_load latency_loop "$db"
+    load=$OTHER_LOAD
+    log="$OUT/recent-$state-$round.log"
+    other_load pgbench_run "$log" "$db" 1 -T "$LATENCY_SECONDS" -f "$HERE/recent.pgbench"
+    echo "latency|$state|$round|$LATENCY_MS|$(latency_of "$log")" >>"$RESULTS"
+    printf '   %s turns, round %d: %.4f ms in the server (20000 calls), %.3f ms through pgbench   (%% of a core: others %d, then %d)\n' \
+        "$state" "$round" "$LATENCY_MS" "$(latency_of "$log")" "$load" "$OTHER_LOAD"
+    [ "$load" -gt 10 ] && disturbed+="${disturbed:+, }recent_turns at $state round $round"
     return 0
 }
 
@@ -144,7 +136,7 @@ CELLS=("1 client, 10 turns|1|1|200"
        "8 clients, 10 turns|8|1|200"
        "1 client, 1000 turns|1|1001|100"
        "8 clients, 1000 turns|8|1001|100")
-declare -A best best_lat worst
+declare -A best best_lat
 
 echo "== lifecycle runs, ${SECONDS_PER_RUN}s each ($(elapsed))"
 for cell in "${CELLS[@]}"; do
@@ -159,6 +151,7 @@ for cell in "${CELLS[@]}"; do
             other_load pgbench_run "$log" bench "$clients" -T "$SECONDS_PER_RUN" \
                 -D first="$first" -D sessions="$sessions" -f "$HERE/$side.pgbench"
             tps=$(tps_of "$log")
+            echo "lifecycle|$name|$side|$round|$tps" >>"$RESULTS"
             printf '   %-22s %-8s round %d: %9.1f tps   (%% of a core: others %d, steal %d)\n' \
                 "$name" "$side" "$round" "$tps" "$OTHER_LOAD" "$STEAL"
             [ "$OTHER_LOAD" -gt 10 ] && disturbed+="${disturbed:+, }$name $side round $round"
@@ -166,10 +159,6 @@ for cell in "${CELLS[@]}"; do
                     awk -v a="$tps" -v b="${best[$name/$side]}" 'BEGIN { exit !(a > b) }'; then
                 best[$name/$side]=$tps
                 best_lat[$name/$side]=$(statement_latencies "$log")
-            fi
-            if [ -z "${worst[$name/$side]:-}" ] ||
-                    awk -v a="$tps" -v b="${worst[$name/$side]}" 'BEGIN { exit !(a < b) }'; then
-                worst[$name/$side]=$tps
             fi
         done
     done
@@ -191,54 +180,79 @@ echo "== recent_turns latency: 20 measured sessions x 50 turns ($(elapsed))"
 createdb lat
 psql_run -d lat -c 'ALTER DATABASE lat SET convctx.max_session_turns = 1000000'
 psql_run -d lat <"$HERE/latency_setup.sql"
-echo "   table holds $(psql_run -d lat -At -c 'SELECT count(*) FROM convctx.turn') turns"
-measure_latency 1e3
-echo "== growing convctx.turn to 10^6 turns ($(elapsed))"
-psql_run -d lat <"$HERE/latency_grow.sql"
-echo "   table holds $(psql_run -d lat -At -c "SELECT count(*) || ' turns in ' || count(DISTINCT session_id)
+echo "   lat holds $(psql_run -d lat -At -c 'SELECT count(*) FROM convctx.turn') turns"
+createdb -T lat lat_big
+psql_run -d lat_big -c 'ALTER DATABASE lat_big SET convctx.max_session_turns = 1000000'
+echo "== growing lat_big to 10^6 turns ($(elapsed))"
+psql_run -d lat_big <"$HERE/latency_grow.sql"
+echo "   lat_big holds $(psql_run -d lat_big -At -c "SELECT count(*) || ' turns in ' || count(DISTINCT session_id)
     || ' sessions, ' || pg_size_pretty(pg_total_relation_size('convctx.turn')) FROM convctx.turn")"
-measure_latency 1e6
+psql_run -d lat -c 'CHECKPOINT'
+show_read lat m1 "at 10^3 turns"
+show_read lat_big m1 "at 10^6 turns"
+LATENCY_ROUNDS=$(( ROUNDS < 5 ? 5 : ROUNDS ))
+for round in $(seq 1 "$LATENCY_ROUNDS"); do
+    if [ $((round % 2)) -eq 1 ]; then
+        measure_latency 1e3 lat "$round"; measure_latency 1e6 lat_big "$round"
+    else
+        measure_latency 1e6 lat_big "$round"; measure_latency 1e3 lat "$round"
+    fi
+done
 
 echo
-echo "== results: best of $ROUNDS runs of ${SECONDS_PER_RUN}s per cell; fsync is off, so CPU-bound;"
+echo "== results ($(psql -X -At -c "SELECT 'fsync ' || current_setting('fsync') || ', synchronous_commit ' || current_setting('synchronous_commit')"));"
+echo "   medians of $ROUNDS interleaved rounds of ${SECONDS_PER_RUN}s per cell [min-max];"
 echo "   1-client runs on one CPU, 8-client runs on all $CPUS"
-printf '%-22s | %11s | %9s | %5s | %s\n' "cell" "convctx tps" "floor tps" "ratio" "target"
-for cell in "${CELLS[@]}"; do
-    IFS='|' read -r name _ <<<"$cell"
-    awk -v n="$name" -v c="${best[$name/convctx]}" -v f="${best[$name/floor]}" 'BEGIN {
-        r = c / f
-        printf "%-22s | %11.1f | %9.1f | %5.2f | >= 0.70 %s\n", n, c, f, r, (r >= 0.7 ? "met" : "MISSED") }'
-done
-# Runs of one side more than 15% apart: something else took CPU meanwhile,
-# or the hypervisor did.
-noisy=""
-for cell in "${CELLS[@]}"; do
-    IFS='|' read -r name _ <<<"$cell"
-    for side in convctx floor; do
-        if awk -v a="${best[$name/$side]}" -v b="${worst[$name/$side]}" 'BEGIN { exit !(a > 1.15 * b) }'; then
-            noisy+="${noisy:+, }$name $side ($(printf '%.0f..%.0f' "${worst[$name/$side]}" "${best[$name/$side]}"))"
-        fi
-    done
-done
+/usr/bin/python3 - "$RESULTS" <<'PY'
+import statistics, sys
+life, lat = {}, {}
+for line in open(sys.argv[1]):
+    kind, *f = line.strip().split("|")
+    if kind == "lifecycle":
+        cell, side, rnd, tps = f
+        life.setdefault(cell, {}).setdefault(int(rnd), {})[side] = float(tps)
+    else:
+        state, rnd, server, client = f
+        lat.setdefault(int(rnd), {})[state] = (float(server), float(client))
+def spread(v):
+    return "%s [%s-%s]" % (fmt(statistics.median(v)), fmt(min(v)), fmt(max(v)))
+def fmt(x):
+    return ("%.1f" % x) if x >= 10 else ("%.2f" % x)
+print("%-22s | %-24s | %-24s | %-18s | %s" % ("cell", "convctx tps", "floor tps", "ratio", "target"))
+for cell, rounds in life.items():
+    c = [r["convctx"] for r in rounds.values()]
+    f = [r["floor"] for r in rounds.values()]
+    ratios = [r["convctx"] / r["floor"] for r in rounds.values()]
+    med = statistics.median(ratios)
+    print("%-22s | %-24s | %-24s | %-18s | >= 0.90 %s" % (cell, spread(c), spread(f),
+          "%.2f [%.2f-%.2f]" % (med, min(ratios), max(ratios)), "PASS" if med >= 0.9 else "MISS"))
+print()
+print("ratio: the median of the rounds' ratios, each round's two sides run one after the other")
+server = [r["1e6"][0] / r["1e3"][0] for r in lat.values()]
+client = [r["1e6"][1] / r["1e3"][1] for r in lat.values()]
+s3 = [r["1e3"][0] for r in lat.values()]
+s6 = [r["1e6"][0] for r in lat.values()]
+print()
+print("recent_turns(10), in the server, ms: 1e3 = %s, 1e6 = %s" % (
+      "%.4f [%.4f-%.4f]" % (statistics.median(s3), min(s3), max(s3)),
+      "%.4f [%.4f-%.4f]" % (statistics.median(s6), min(s6), max(s6))))
+print("recent_turns 1e6 / 1e3, %d interleaved rounds: %.2f [%.2f-%.2f] (target <= 1.3) %s" % (
+      len(server), statistics.median(server), min(server), max(server),
+      "PASS" if statistics.median(server) <= 1.3 else "MISS"))
+print("  through pgbench -c 1 on one CPU: %.2f [%.2f-%.2f]" % (
+      statistics.median(client), min(client), max(client)))
+PY
 echo
 echo "answers stored as HOT updates: $hot_updates"
 echo
-echo "client-side latency per statement in those runs, ms (start / finalize / recent):"
+echo "client-side latency per statement in the best run of each side, ms (start / finalize / recent):"
 for cell in "${CELLS[@]}"; do
     IFS='|' read -r name _ <<<"$cell"
     printf '  %-22s convctx %-23s floor %s\n' "$name" "${best_lat[$name/convctx]}" "${best_lat[$name/floor]}"
 done
-echo
-awk -v a="${server_ms[1e3]}" -v b="${server_ms[1e6]}" -v ca="${client_ms[1e3]}" -v cb="${client_ms[1e6]}" 'BEGIN {
-    r = b / a
-    printf "recent_turns(10): 1e3 = %.4f ms, 1e6 = %.4f ms, ratio = %.2f (target <= 1.3) %s\n",
-           a, b, r, (r <= 1.3 ? "met" : "MISSED")
-    printf "  (in the server; through pgbench -c 1 on one CPU: 1e3 = %.3f ms, 1e6 = %.3f ms, ratio = %.2f)\n",
-           ca, cb, cb / ca }'
-if [ -n "$noisy$disturbed" ]; then
+if [ -n "$disturbed" ]; then
     echo
-    [ -n "$noisy" ] && echo "noisy (runs > 15% apart, the better is kept): $noisy"
-    [ -n "$disturbed" ] && echo "disturbed (other processes used > 10% of a core): $disturbed"
+    echo "disturbed (other processes used > 10% of a core): $disturbed"
 fi
 echo "total $(elapsed) in the cluster"
 rm -rf "$OUT"
