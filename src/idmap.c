@@ -27,16 +27,6 @@
 static bool idmap_keyed = false;
 static uint64 idmap_key[2];
 
-#define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
-
-#define SIPROUND \
-	do { \
-		v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32); \
-		v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2; \
-		v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0; \
-		v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32); \
-	} while (0)
-
 /* Eight bytes as a little-endian word, as SipHash defines them. */
 static inline uint64
 ReadLE64(const unsigned char *p)
@@ -72,28 +62,28 @@ IdMapSipHash(const uint64 k[2], const unsigned char *s, size_t len, int c, int d
 
 		v3 ^= m;
 		for (i = 0; i < c; i++)
-			SIPROUND;
+			IDMAP_SIPROUND;
 		v0 ^= m;
 	}
 	for (i = (int) left - 1; i >= 0; i--)
 		b |= ((uint64) s[i]) << (8 * i);
 	v3 ^= b;
 	for (i = 0; i < c; i++)
-		SIPROUND;
+		IDMAP_SIPROUND;
 	v0 ^= b;
 	v2 ^= 0xff;
 	for (i = 0; i < d; i++)
-		SIPROUND;
+		IDMAP_SIPROUND;
 	return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /*
- * The hash of an id: SipHash-1-3 under this backend's key, drawn on first
- * use. Without a strong random source there is no safe key: that is an
- * error rather than a predictable one.
+ * This backend's SipHash key, drawn on first use. Without a strong random
+ * source there is no safe key: that is an error rather than a predictable
+ * one.
  */
-uint32
-IdMapHash(const char *s, int len)
+const uint64 *
+IdMapKey(void)
 {
 	if (unlikely(!idmap_keyed))
 	{
@@ -103,5 +93,12 @@ IdMapHash(const char *s, int len)
 					errmsg("could not generate a random key for the id hash"));
 		idmap_keyed = true;
 	}
-	return (uint32) IdMapSipHash(idmap_key, (const unsigned char *) s, (size_t) len, 1, 3);
+	return idmap_key;
+}
+
+/* The hash of an id: SipHash-1-3 under this backend's key. */
+uint32
+IdMapHash(const char *s, int len)
+{
+	return (uint32) IdMapSipHash13(IdMapKey(), (const unsigned char *) s, (size_t) len);
 }

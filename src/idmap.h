@@ -16,8 +16,83 @@
 #ifndef CONVCTX_IDMAP_H
 #define CONVCTX_IDMAP_H
 
+#include "port/pg_bswap.h"
+
 extern uint64 IdMapSipHash(const uint64 k[2], const unsigned char *s, size_t len, int c, int d);
+extern const uint64 *IdMapKey(void);
 extern uint32 IdMapHash(const char *s, int len);
+
+#define IDMAP_ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+
+#define IDMAP_SIPROUND \
+	do { \
+		v0 += v1; v1 = IDMAP_ROTL64(v1, 13); v1 ^= v0; v0 = IDMAP_ROTL64(v0, 32); \
+		v2 += v3; v3 = IDMAP_ROTL64(v3, 16); v3 ^= v2; \
+		v0 += v3; v3 = IDMAP_ROTL64(v3, 21); v3 ^= v0; \
+		v2 += v1; v1 = IDMAP_ROTL64(v1, 17); v1 ^= v2; v2 = IDMAP_ROTL64(v2, 32); \
+	} while (0)
+
+/*
+ * SipHash-1-3 of len bytes under key k: IdMapSipHash(k, s, len, 1, 3) with
+ * the rounds unrolled, inlined where ids are hashed in a loop.
+ */
+static inline uint64
+IdMapSipHash13(const uint64 k[2], const unsigned char *s, size_t len)
+{
+	uint64		v0 = k[0] ^ UINT64CONST(0x736f6d6570736575);
+	uint64		v1 = k[1] ^ UINT64CONST(0x646f72616e646f6d);
+	uint64		v2 = k[0] ^ UINT64CONST(0x6c7967656e657261);
+	uint64		v3 = k[1] ^ UINT64CONST(0x7465646279746573);
+	uint64		b = ((uint64) len) << 56;
+	const unsigned char *end = s + (len & ~(size_t) 7);
+
+	for (; s < end; s += 8)
+	{
+		uint64		m;
+
+		memcpy(&m, s, sizeof(m));
+#ifdef WORDS_BIGENDIAN
+		m = pg_bswap64(m);
+#endif
+		v3 ^= m;
+		IDMAP_SIPROUND;
+		v0 ^= m;
+	}
+	switch (len & 7)
+	{
+		case 7:
+			b |= ((uint64) s[6]) << 48;
+			/* FALLTHROUGH */
+		case 6:
+			b |= ((uint64) s[5]) << 40;
+			/* FALLTHROUGH */
+		case 5:
+			b |= ((uint64) s[4]) << 32;
+			/* FALLTHROUGH */
+		case 4:
+			b |= ((uint64) s[3]) << 24;
+			/* FALLTHROUGH */
+		case 3:
+			b |= ((uint64) s[2]) << 16;
+			/* FALLTHROUGH */
+		case 2:
+			b |= ((uint64) s[1]) << 8;
+			/* FALLTHROUGH */
+		case 1:
+			b |= ((uint64) s[0]);
+			break;
+		case 0:
+			break;
+	}
+	v3 ^= b;
+	IDMAP_SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	IDMAP_SIPROUND;
+	IDMAP_SIPROUND;
+	IDMAP_SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
 
 typedef struct IdKey
 {
