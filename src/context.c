@@ -19,12 +19,14 @@
  */
 #include "postgres.h"
 
+#include "access/tupmacs.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/jsonb.h"
 
 #include "convctx.h"
@@ -39,20 +41,13 @@ typedef struct NodeIdList
 } NodeIdList;
 
 /*
- * Check that ctx is an object whose activeNodeIds, when present, is an
- * array of strings, and return those strings (empty ones included).
- * Errors are 22023 and name the problem.
+ * The activeNodeIds array of ctx, NULL when the key is absent. Errors are
+ * 22023 and name the problem.
  */
-static NodeIdList
-ContextReadActiveIds(Jsonb *ctx)
+static JsonbContainer *
+ContextActiveArray(Jsonb *ctx)
 {
-	NodeIdList	list = {NULL, 0};
 	JsonbValue	found;
-	JsonbContainer *arr;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			n;
 
 	if (!JB_ROOT_IS_OBJECT(ctx))
 		ereport(ERROR,
@@ -62,34 +57,61 @@ ContextReadActiveIds(Jsonb *ctx)
 
 	if (getKeyJsonValueFromContainer(&ctx->root, CONVCTX_ACTIVE_NODE_IDS,
 									 strlen(CONVCTX_ACTIVE_NODE_IDS), &found) == NULL)
-		return list;
+		return NULL;
 
 	if (found.type != jbvBinary || !JsonContainerIsArray(found.val.binary.data))
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("context key \"%s\" must be a JSON array", CONVCTX_ACTIVE_NODE_IDS),
 				errdetail("Got a JSON %s.", JsonbValueTypeName(&found)));
+	return found.val.binary.data;
+}
 
-	arr = found.val.binary.data;
-	list.ids = palloc(sizeof(IdKey) * Max(JsonContainerSize(arr), 1));
+/*
+ * Store the strings of array arr in ids[0 .. size of arr), read from its
+ * JEntries directly; an element that is not a string is 22023.
+ */
+static void
+ReadActiveIds(JsonbContainer *arr, IdKey *ids)
+{
+	int			n = JsonContainerSize(arr);
+	const char *base = (const char *) &arr->children[n];
+	uint32		off = 0;
+	int			i;
 
-	n = 0;
-	it = JsonbIteratorInit(arr);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	for (i = 0; i < n; i++)
 	{
-		if (tok != WJB_ELEM)
-			continue;
-		if (v.type != jbvString)
+		JEntry		je = arr->children[i];
+		uint32		start = off;
+
+		if (!JBE_ISSTRING(je))
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("element %d of context key \"%s\" is not a string",
-						   n + 1, CONVCTX_ACTIVE_NODE_IDS),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
-		list.ids[n].str = v.val.string.val;
-		list.ids[n].len = v.val.string.len;
-		n++;
+						   i + 1, CONVCTX_ACTIVE_NODE_IDS),
+					errdetail("Got a JSON %s.",
+							  JsonbValueTypeName(getIthJsonbValueFromContainer(arr, i))));
+		JBE_ADVANCE_OFFSET(off, je);
+		ids[i].str = base + start;
+		ids[i].len = (int) (off - start);
 	}
-	list.count = n;
+}
+
+/*
+ * Check that ctx is an object whose activeNodeIds, when present, is an
+ * array of strings, and return those strings (empty ones included).
+ */
+static NodeIdList
+ContextReadActiveIds(Jsonb *ctx)
+{
+	NodeIdList	list = {NULL, 0};
+	JsonbContainer *arr = ContextActiveArray(ctx);
+
+	if (arr == NULL)
+		return list;
+	list.count = JsonContainerSize(arr);
+	list.ids = palloc(sizeof(IdKey) * Max(list.count, 1));
+	ReadActiveIds(arr, list.ids);
 	return list;
 }
 
@@ -103,116 +125,160 @@ ContextCheckShape(Jsonb *ctx)
 }
 
 /*
- * The batch of a merge: the unique non-empty ids of node_ids, in the order
- * given, each entered with flag true (referenced by the batch) in *set, a
- * new map sized for them and the existing ids.
+ * Working memory of a merge: the hash set, the ids, the survivors. It is
+ * kept for the next call of the backend up to MERGE_SCRATCH_KEEP bytes
+ * (about 30,000 ids), so that merges of thousands of ids do not allocate
+ * and free a large block per call: in a new backend glibc would hand such
+ * a block back to the kernel on every free. A larger merge uses memory of
+ * the call. Nothing a merge calls can run another merge, so one buffer
+ * serves all; each call initializes what it uses.
  */
-static IdKey *
-MergeBatch(ArrayType *node_ids, int nexisting, idmap_hash **set, int *nbatch)
+#define MERGE_SCRATCH_KEEP	(1024 * 1024)
+
+static MemoryContext merge_scratch_cxt = NULL;
+static void *merge_scratch = NULL;
+static Size merge_scratch_size = 0;
+
+static void *
+MergeScratch(Size size)
 {
-	Datum	   *datums = NULL;
-	bool	   *nulls = NULL;
-	int			count = 0;
-	IdKey	   *batch;
-	int			i;
-
-	if (node_ids != NULL)
+	if (size > MERGE_SCRATCH_KEEP)
+		return MemoryContextAllocHuge(CurrentMemoryContext, size);
+	if (size > merge_scratch_size)
 	{
-		if (ARR_NDIM(node_ids) > 1)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("node ids must be a one-dimensional array"));
-		deconstruct_array(node_ids, TEXTOID, -1, false, TYPALIGN_INT,
-						  &datums, &nulls, &count);
-	}
-	*set = idmap_create(CurrentMemoryContext, Max(nexisting + count, 8), NULL);
-	batch = palloc(sizeof(IdKey) * Max(count, 1));
-	*nbatch = 0;
-	for (i = 0; i < count; i++)
-	{
-		text	   *t;
-		IdKey		key;
-		IdEntry    *e;
-		bool		found;
+		Size		want = Min(Max(size, merge_scratch_size * 2), MERGE_SCRATCH_KEEP);
 
-		if (nulls[i])
-			continue;
-		t = DatumGetTextPP(datums[i]);
-		key.str = VARDATA_ANY(t);
-		key.len = VARSIZE_ANY_EXHDR(t);
-		if (key.len == 0)
-			continue;
-		e = IdMapInsert(*set, key.str, key.len, &found);
-		if (found)
-			continue;
-		e->flag = true;
-		e->pos = -1;
-		batch[(*nbatch)++] = key;
+		if (merge_scratch_cxt == NULL)
+			merge_scratch_cxt = AllocSetContextCreate(TopMemoryContext,
+													  "convctx context_merge",
+													  ALLOCSET_SMALL_SIZES);
+		if (merge_scratch != NULL)
+			pfree(merge_scratch);
+		merge_scratch = NULL;
+		merge_scratch_size = 0;
+		merge_scratch = MemoryContextAlloc(merge_scratch_cxt, want);
+		merge_scratch_size = want;
 	}
-	return batch;
+	return merge_scratch;
 }
 
 /*
- * The existing ids the batch (already in set) does not reference again,
- * each at its last occurrence, in order.
+ * The hash set of a merge: open addressing with linear probing, at most
+ * half full, over ids[] (a slot holds the id's index + 1 and 32 bits of
+ * its keyed SipHash-1-3, so most mismatches cost no memcmp).
  */
-static IdKey *
-MergeSurvivors(NodeIdList *existing, idmap_hash *set, int *nsurvivors)
+typedef struct MergeSlot
 {
-	IdKey	   *survivors = palloc(sizeof(IdKey) * Max(existing->count, 1));
-	int			i;
+	uint32		tag;
+	int32		ref;			/* index in ids + 1; 0 for an empty slot */
+} MergeSlot;
 
-	/* pos: last position in the existing list */
-	for (i = 0; i < existing->count; i++)
+typedef struct MergeSet
+{
+	MergeSlot  *slots;
+	uint32		mask;
+	const uint64 *key;
+	const IdKey *ids;
+} MergeSet;
+
+/*
+ * Add ids[ref] to the set unless an equal id is there: true when added.
+ */
+static inline bool
+MergeSetAdd(MergeSet *set, int ref)
+{
+	const IdKey *id = &set->ids[ref];
+	uint64		h = IdMapSipHash13(set->key, (const unsigned char *) id->str, id->len);
+	uint32		tag = (uint32) (h >> 32);
+	uint32		i = (uint32) h & set->mask;
+
+	for (;;)
 	{
-		IdEntry    *e;
-		bool		found;
+		MergeSlot  *slot = &set->slots[i];
 
-		if (existing->ids[i].len == 0)
-			continue;
-		e = IdMapInsert(set, existing->ids[i].str, existing->ids[i].len, &found);
-		if (!found)
-			e->flag = false;
-		if (!e->flag)
-			e->pos = i;
-	}
-	*nsurvivors = 0;
-	for (i = 0; i < existing->count; i++)
-	{
-		IdEntry    *e;
+		if (slot->ref == 0)
+		{
+			slot->tag = tag;
+			slot->ref = ref + 1;
+			return true;
+		}
+		if (slot->tag == tag)
+		{
+			const IdKey *other = &set->ids[slot->ref - 1];
 
-		if (existing->ids[i].len == 0)
-			continue;
-		e = IdMapLookup(set, existing->ids[i].str, existing->ids[i].len);
-		if (!e->flag && e->pos == i)
-			survivors[(*nsurvivors)++] = existing->ids[i];
+			if (other->len == id->len && memcmp(other->str, id->str, id->len) == 0)
+				return false;
+		}
+		i = (i + 1) & set->mask;
 	}
-	return survivors;
 }
 
-/* Push the pairs of ctx (NULL for none) other than activeNodeIds. */
-static void
-PushOtherKeys(JsonbParseState **state, Jsonb *ctx)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	bool		skip_value = false;
+/* The most elements pushJsonbValue accepts in an array (jsonb_util.c). */
+#define MERGE_MAX_ELEMS (Min(MaxAllocSize / sizeof(JsonbValue), JENTRY_OFFLENMASK))
 
-	if (ctx == NULL)
-		return;
-	it = JsonbIteratorInit(&ctx->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+/* Raise the error PostgreSQL raises for a too large jsonb container. */
+static void
+JsonbTooLarge(const char *what)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			errmsg("total size of jsonb %s elements exceeds the maximum of %u bytes",
+				   what, JENTRY_OFFLENMASK));
+}
+
+/* The JEntry of child k of a container, ending at offset end. */
+static inline JEntry
+MergeJEntry(int k, uint32 type, uint32 len, uint32 end)
+{
+	return (k % JB_OFFSET_STRIDE) == 0 ? type | end | JENTRY_HAS_OFF : type | len;
+}
+
+/*
+ * Write at *pos (data offset off in its container) the array of the merged
+ * ids: survivors[ns - 1 .. 0] then batch[0 .. nb), from the skip-th on,
+ * laid out as PostgreSQL's convertJsonbArray does. Sizes were checked.
+ */
+static void
+WriteIdArray(char **pos, uint32 off, const IdKey *existing, const int *survivors,
+			 int ns, const IdKey *batch, int nb, int skip)
+{
+	int			n = ns + nb - skip;
+	char	   *p = *pos;
+	uint32		pad = INTALIGN(off) - off;
+	JEntry	   *je;
+	uint32		end = 0;
+	int			k;
+
+	while (pad-- > 0)
+		*p++ = '\0';
+	*(uint32 *) p = (uint32) n | JB_FARRAY;
+	p += sizeof(uint32);
+	je = (JEntry *) p;
+	p += sizeof(JEntry) * n;
+	for (k = 0; k < n; k++)
 	{
-		if (tok == WJB_KEY)
-		{
-			skip_value = JsonbStringIs(&v, CONVCTX_ACTIVE_NODE_IDS);
-			if (!skip_value)
-				pushJsonbValue(state, WJB_KEY, &v);
-		}
-		else if (tok == WJB_VALUE && !skip_value)
-			pushJsonbValue(state, WJB_VALUE, &v);
+		int			i = k + skip;
+		const IdKey *id = i < ns ? &existing[survivors[ns - 1 - i]] : &batch[i - ns];
+
+		end += id->len;
+		memcpy(p, id->str, id->len);
+		p += id->len;
+		je[k] = MergeJEntry(k, JENTRY_ISSTRING, id->len, end);
 	}
+	*pos = p;
+}
+
+/*
+ * The data length of the value JEntry je of a container (data offset start
+ * there), written at data offset off of another: numbers and containers
+ * start 4-aligned, their padding counting as data.
+ */
+static inline uint32
+MovedValueLength(JEntry je, uint32 start, uint32 end, uint32 off)
+{
+	if (JBE_ISNUMERIC(je) || JBE_ISCONTAINER(je))
+		return (INTALIGN(off) - off) + (end - INTALIGN(start));
+	return end - start;
 }
 
 /*
@@ -222,40 +288,275 @@ PushOtherKeys(JsonbParseState **state, Jsonb *ctx)
  * occurrence wins), NULL and empty ids are ignored, and when more than
  * max_nodes remain the least recently referenced are dropped from the
  * front. Keys other than activeNodeIds are kept unchanged.
+ *
+ * The ids of the batch go into the hash set first, then the stored ids
+ * from the newest back, each kept at its first sight there (its last
+ * position) unless the batch has it; that walk stops as soon as max_nodes
+ * ids are kept, the older ones being pruned anyway.
+ *
+ * The result is written as PostgreSQL's JsonbValueToJsonb would write it,
+ * byte for byte: the object's pairs are ctx's pairs in their (sorted)
+ * order with activeNodeIds replaced or inserted at its place, the other
+ * values copied (numbers and containers start 4-aligned in their
+ * container, so they are copied from and to aligned offsets), and every
+ * JB_OFFSET_STRIDE-th JEntry holding an offset instead of a length.
  */
 Jsonb *
 ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 {
-	NodeIdList	existing = {NULL, 0};
-	idmap_hash *set;
-	IdKey	   *batch;
-	IdKey	   *survivors;
-	int			nbatch;
-	int			nsurvivors;
-	int			total;
+	JsonbContainer *arr = NULL;
+	int			nexisting = 0;
+	int			count = 0;
+	char	   *adata = NULL;
+	bits8	   *anulls = NULL;
+	Size		cap;
+	char	   *scratch;
+	MergeSet	set;
+	IdKey	   *ids;
+	IdKey	   *existing;
+	int		   *survivors;
+	int			nb = 0;
+	int			ns = 0;
+	int			skip;
+	int			nids;
 	int			i;
-	JsonbParseState *state = NULL;
+	int			k;
+
+	/* the pairs of ctx and of the result */
+	const int	active_len = strlen(CONVCTX_ACTIVE_NODE_IDS);
+	int			npairs = 0;
+	const JEntry *children = NULL;
+	const char *base = NULL;
+	int			active_pair = -1;	/* ctx's pair activeNodeIds */
+	int			insert_at;		/* result's pair activeNodeIds */
+	int			nout;
+	Size		iddata = 0;
+	Size		arraylen;
+	uint32		off;
+	uint32		soff;
+	uint32		start;
+	char	   *out;
+	JEntry	   *je;
+	char	   *p;
 
 	Assert(max_nodes >= 1);
 	if (ctx != NULL)
-		existing = ContextReadActiveIds(ctx);
-	batch = MergeBatch(node_ids, existing.count, &set, &nbatch);
-	survivors = MergeSurvivors(&existing, set, &nsurvivors);
-	total = nsurvivors + nbatch;
-
-	/* Rebuild the object: other keys unchanged, activeNodeIds replaced. */
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	PushOtherKeys(&state, ctx);
-	JsonbPushKey(&state, CONVCTX_ACTIVE_NODE_IDS);
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-	for (i = total > max_nodes ? total - max_nodes : 0; i < total; i++)
 	{
-		IdKey	   *k = i < nsurvivors ? &survivors[i] : &batch[i - nsurvivors];
-
-		JsonbPushString(&state, WJB_ELEM, k->str, k->len);
+		arr = ContextActiveArray(ctx);
+		if (arr != NULL)
+			nexisting = JsonContainerSize(arr);
 	}
-	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	if (node_ids != NULL)
+		count = ArrayGetNItems(ARR_NDIM(node_ids), ARR_DIMS(node_ids));
+
+	/* ids[0 .. count) the batch, ids[count ..) the stored ids */
+	cap = 16;
+	while (cap < 2 * ((Size) count + nexisting))
+		cap *= 2;
+	scratch = MergeScratch(sizeof(MergeSlot) * cap +
+						   sizeof(IdKey) * ((Size) count + nexisting) +
+						   sizeof(int) * Max(nexisting, 1));
+	set.slots = (MergeSlot *) scratch;
+	ids = (IdKey *) (scratch + sizeof(MergeSlot) * cap);
+	existing = ids + count;
+	survivors = (int *) (existing + nexisting);
+	set.mask = (uint32) (cap - 1);
+	set.ids = ids;
+
+	if (arr != NULL)
+		ReadActiveIds(arr, existing);
+	if (node_ids != NULL)
+	{
+		if (ARR_NDIM(node_ids) > 1)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node ids must be a one-dimensional array"));
+		/* ARR_DATA_PTR, whose ?: mixes signedness */
+		adata = (char *) node_ids + (ARR_HASNULL(node_ids) ?
+									 (Size) node_ids->dataoffset :
+									 ARR_OVERHEAD_NONULLS(ARR_NDIM(node_ids)));
+		anulls = ARR_NULLBITMAP(node_ids);
+	}
+	set.key = IdMapKey();
+	memset(set.slots, 0, sizeof(MergeSlot) * cap);
+
+	/* The batch: unique non-empty ids in the order given. */
+	for (i = 0; i < count; i++)
+	{
+		text	   *t;
+
+		if (anulls && att_isnull(i, anulls))
+			continue;
+		t = (text *) adata;
+		adata = att_addlength_pointer(adata, -1, adata);
+		adata = (char *) att_align_nominal(adata, TYPALIGN_INT);
+		if (VARATT_IS_EXTERNAL(t) || VARATT_IS_COMPRESSED(t))
+			t = DatumGetTextPP(PointerGetDatum(t));
+		ids[nb].str = VARDATA_ANY(t);
+		ids[nb].len = VARSIZE_ANY_EXHDR(t);
+		if (ids[nb].len > 0 && MergeSetAdd(&set, nb))
+			nb++;
+	}
+
+	/* The survivors, newest first: stored ids the batch does not have. */
+	for (i = nexisting - 1; i >= 0 && nb + ns < max_nodes; i--)
+	{
+		if (existing[i].len > 0 && MergeSetAdd(&set, count + i))
+			survivors[ns++] = i;
+	}
+	skip = nb + ns > max_nodes ? nb + ns - max_nodes : 0;
+	nids = nb + ns - skip;
+	if ((Size) nids > MERGE_MAX_ELEMS)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+					   MERGE_MAX_ELEMS));
+	for (k = skip; k < nb + ns; k++)
+		iddata += k < ns ? existing[survivors[ns - 1 - k]].len : ids[k - ns].len;
+
+	/* Where activeNodeIds goes among the pairs of ctx. */
+	if (ctx != NULL)
+	{
+		npairs = JsonContainerSize(&ctx->root);
+		children = ctx->root.children;
+		base = (const char *) &children[2 * npairs];
+	}
+	insert_at = npairs;
+	off = 0;
+	for (k = 0; k < npairs; k++)
+	{
+		int			len;
+		int			cmp;
+
+		start = off;
+		JBE_ADVANCE_OFFSET(off, children[k]);
+		len = (int) (off - start);
+		if (len != active_len)
+			cmp = len < active_len ? -1 : 1;
+		else
+			cmp = memcmp(base + start, CONVCTX_ACTIVE_NODE_IDS, len);
+		if (cmp >= 0)
+		{
+			insert_at = k;
+			if (cmp == 0)
+				active_pair = k;
+			break;
+		}
+	}
+	nout = active_pair >= 0 ? npairs : npairs + 1;
+
+	/*
+	 * The data length of the result's object, checked as convertToJsonb
+	 * checks it: keys, then values, the array's own limits when it comes.
+	 */
+	off = 0;
+	soff = 0;
+	for (k = 0; k < npairs; k++)
+		JBE_ADVANCE_OFFSET(soff, children[k]);
+	off = soff + (active_pair >= 0 ? 0 : active_len);
+	if (off > JENTRY_OFFLENMASK)
+		JsonbTooLarge("object");
+	for (k = 0, i = 0; k < nout; k++)
+	{
+		if (k == insert_at)
+		{
+			if (iddata > JENTRY_OFFLENMASK)
+				JsonbTooLarge("array");
+			arraylen = (INTALIGN(off) - off) + sizeof(uint32) +
+				sizeof(JEntry) * (Size) nids + iddata;
+			if (arraylen > JENTRY_OFFLENMASK)
+				JsonbTooLarge("array");
+			off += arraylen;
+			if (active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, children[npairs + i++]);
+		}
+		else
+		{
+			start = soff;
+			JBE_ADVANCE_OFFSET(soff, children[npairs + i]);
+			off += MovedValueLength(children[npairs + i], start, soff, off);
+			i++;
+		}
+		if (off > JENTRY_OFFLENMASK)
+			JsonbTooLarge("object");
+	}
+
+	out = palloc(VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
+	SET_VARSIZE(out, VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
+	*(uint32 *) VARDATA(out) = (uint32) nout | JB_FOBJECT;
+	je = (JEntry *) (VARDATA(out) + sizeof(uint32));
+	p = (char *) &je[2 * nout];
+
+	/* keys */
+	off = 0;
+	soff = 0;
+	for (k = 0, i = 0; k < nout; k++)
+	{
+		const char *key;
+		uint32		len;
+
+		if (k == insert_at)
+		{
+			key = CONVCTX_ACTIVE_NODE_IDS;
+			len = active_len;
+			if (active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, children[i++]);
+		}
+		else
+		{
+			start = soff;
+			JBE_ADVANCE_OFFSET(soff, children[i]);
+			key = base + start;
+			len = soff - start;
+			i++;
+		}
+		memcpy(p, key, len);
+		p += len;
+		off += len;
+		je[k] = MergeJEntry(k, JENTRY_ISSTRING, len, off);
+	}
+
+	/* values */
+	for (k = 0, i = 0; k < nout; k++)
+	{
+		uint32		type;
+		uint32		len;
+
+		if (k == insert_at)
+		{
+			char	   *value = p;
+
+			type = JENTRY_ISCONTAINER;
+			WriteIdArray(&p, off, existing, survivors, ns, ids, nb, skip);
+			len = p - value;
+			if (active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, children[npairs + i++]);
+		}
+		else
+		{
+			JEntry		sje = children[npairs + i];
+
+			start = soff;
+			JBE_ADVANCE_OFFSET(soff, sje);
+			type = sje & JENTRY_TYPEMASK;
+			len = MovedValueLength(sje, start, soff, off);
+			if (JBE_ISNUMERIC(sje) || JBE_ISCONTAINER(sje))
+			{
+				uint32		pad = INTALIGN(off) - off;
+
+				memset(p, 0, pad);
+				memcpy(p + pad, base + INTALIGN(start), len - pad);
+			}
+			else
+				memcpy(p, base + start, len);
+			p += len;
+			i++;
+		}
+		off += len;
+		je[nout + k] = MergeJEntry(nout + k, type, len, off);
+	}
+	Assert(p == out + VARSIZE(out));
+	return (Jsonb *) out;
 }
 
 PG_FUNCTION_INFO_V1(convctx_context_merge);
