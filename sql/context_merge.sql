@@ -50,6 +50,62 @@ FROM (SELECT convctx.context_merge(
           convctx.context_merge(NULL, (SELECT array_agg('n' || i) FROM generate_series(1, 10000) i), 100000),
           (SELECT array_agg('n' || i) FROM generate_series(1, 10000, 2) i), 100000) AS m) s;
 
+-- the result is the jsonb PostgreSQL builds for the same value, byte for
+-- byte (context_merge writes it directly), and the same merge in SQL: other
+-- keys of every type, nested, sorting before and after activeNodeIds,
+-- numbers and containers at every alignment, more than 32 ids and pairs
+-- (every 32nd JEntry holds an offset)
+BEGIN;
+CREATE CAST (jsonb AS bytea) WITHOUT FUNCTION;
+-- (the cast compares bytes: equal values may differ)
+SELECT '[1.0]'::jsonb = '[1]' AS equal, '[1.0]'::jsonb::bytea = '[1]'::jsonb::bytea AS same_bytes;
+CREATE FUNCTION pg_temp.merge_sql(ctx jsonb, node_ids text[], max_nodes integer)
+RETURNS jsonb LANGUAGE sql AS $$
+SELECT coalesce(ctx, '{}') || jsonb_build_object('activeNodeIds', coalesce(to_jsonb(
+           ids[greatest(n - max_nodes, 0) + 1:]), '[]'))
+FROM (SELECT array_agg(id ORDER BY k) AS ids, count(*) AS n
+      FROM (SELECT id, coalesce(min(ord) FILTER (WHERE referenced) + 1099511627776, max(ord)) AS k
+            FROM (SELECT id, ord, false AS referenced
+                  FROM jsonb_array_elements_text(ctx -> 'activeNodeIds') WITH ORDINALITY AS e(id, ord)
+                  UNION ALL
+                  SELECT id, ord, true
+                  FROM unnest(node_ids) WITH ORDINALITY AS b(id, ord)) AS occurrences
+            WHERE id <> ''
+            GROUP BY id) AS keyed) AS merged
+$$;
+CREATE TEMP TABLE merge_cases (name text, ctx jsonb, ids text[], max_nodes integer);
+INSERT INTO merge_cases VALUES
+    ('null ctx', NULL, ARRAY['a', 'b'], 10),
+    ('empty ctx, no ids', '{}', NULL, 10),
+    ('every type around', '{"a": 1.5, "b": true, "c": null, "dd": "str", "e": false, "activeNodeIdA": [1, 2.25, "x"],
+      "activeNodeIds": ["x", "y"], "activeNodeIdz": {"q": [1, {"r": null}], "s": 7}, "flags": {"x": [1, {"y": null}]},
+      "zzzzzzzzzzzzzz": -0.000001, "k": "abc", "n": 12345.678}', ARRAY['y', 'w'], 10),
+    ('no list, keys both sides', '{"k": "abc", "n": 3.5, "zzzzzzzzzzzzzzz": [true], "activeNodeIdr": "odd"}', ARRAY['a'], 10),
+    ('only a longer key', '{"zzzzzzzzzzzzzzzzz": {"n": 1e100}}', ARRAY['a'], 10),
+    ('only a shorter key', '{"n": 1}', ARRAY['a', 'b'], 1),
+    ('41 stored, 30 new', jsonb_build_object('activeNodeIds', (SELECT jsonb_agg('n' || i) FROM generate_series(1, 41) i), 'v', 2.5),
+        (SELECT array_agg(CASE WHEN i % 2 = 0 THEN 'n' || i ELSE 'm' || i END) FROM generate_series(1, 60) i), 1000),
+    ('100 stored, pruned', jsonb_build_object('activeNodeIds', (SELECT jsonb_agg(repeat('i', i % 5) || i) FROM generate_series(1, 100) i)),
+        ARRAY['3', 'ii7', 'new', NULL, ''], 70),
+    ('batch alone over max', '{"activeNodeIds": ["a", "b"]}', (SELECT array_agg('b' || i) FROM generate_series(1, 80) i), 33),
+    ('40 pairs of every type', (SELECT jsonb_object_agg(repeat('k', i % 17) || i,
+            CASE i % 5 WHEN 0 THEN to_jsonb(i * 1.5) WHEN 1 THEN to_jsonb(repeat('s', i % 7))
+                       WHEN 2 THEN jsonb_build_array(i, 'x', i * 0.25) WHEN 3 THEN 'null'
+                       ELSE jsonb_build_object('n', i % 3 = 0, 'm', repeat('t', i % 3)) END)
+         || jsonb_build_object('activeNodeIds', jsonb_build_array('a', 'b', 'c'))
+         FROM generate_series(1, 40) i), ARRAY['c', 'd'], 3),
+    ('nulls across the bitmap', '{"activeNodeIds": ["v4", "w"]}',
+        (SELECT array_agg(CASE WHEN i % 3 = 0 THEN NULL WHEN i % 5 = 0 THEN '' ELSE 'v' || i END) FROM generate_series(1, 40) i), 100),
+    ('varchar ids', '{"activeNodeIds": ["b"]}', ARRAY['a', 'b', 'c']::varchar[], 100),
+    ('40 pairs, no list', (SELECT jsonb_object_agg('key' || i, CASE WHEN i % 2 = 0 THEN to_jsonb(i + 0.5) ELSE to_jsonb('v' || i) END)
+         FROM generate_series(1, 40) i), (SELECT array_agg('x' || i) FROM generate_series(1, 50) i), 45);
+SELECT name,
+       convctx.context_merge(ctx, ids, max_nodes) = pg_temp.merge_sql(ctx, ids, max_nodes) AS equal,
+       convctx.context_merge(ctx, ids, max_nodes)::bytea = pg_temp.merge_sql(ctx, ids, max_nodes)::bytea AS same_bytes
+FROM merge_cases;
+SELECT convctx.context_merge(ctx, ids, max_nodes) FROM merge_cases WHERE name = 'every type around';
+ROLLBACK;
+
 -- errors: each is 22023 and names the problem
 SELECT convctx.context_merge('[]', ARRAY['a']);
 \echo :LAST_ERROR_SQLSTATE
@@ -74,6 +130,9 @@ SELECT convctx.context_merge('{}', ARRAY['a'], 0);
 SELECT convctx.context_merge('{}', ARRAY['a'], -5);
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.context_merge('{}', ARRAY[['a', 'b'], ['c', 'd']]);
+\echo :LAST_ERROR_SQLSTATE
+-- a stored list that is not all strings is reported before node ids of 2 dimensions
+SELECT convctx.context_merge('{"activeNodeIds": ["a", 1]}', ARRAY[['a', 'b'], ['c', 'd']]);
 \echo :LAST_ERROR_SQLSTATE
 
 -- context_aspect: the prompt paragraph
