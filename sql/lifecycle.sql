@@ -186,7 +186,10 @@ RESET convctx.context_ttl;
 SELECT count(convctx.start_turn('bulk-' || s, 'r' || i, 'q')) FROM generate_series(1, 20) s, generate_series(1, 5) i;
 UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'bulk-%';
 CREATE TEMP TABLE purges_before AS SELECT count(*) AS n FROM convctx.audit_log WHERE action LIKE 'purge%';
+-- a dozen passes: a short pause after each (test/t/018_purge_pause.pl looks at the pause)
+SET convctx.purge_pause = '1ms';
 CALL convctx.purge_all(7);
+RESET convctx.purge_pause;
 SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk-%';
 -- a purge by a role serving every tenant writes one audit row per tenant it deleted
 -- something of, and none when it deleted nothing: the purges above that did, then

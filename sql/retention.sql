@@ -123,7 +123,7 @@ TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversati
          convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 CREATE TEMP TABLE audit0 AS SELECT count(*) AS n FROM convctx.audit_log;
 UPDATE convctx.audit_log SET logged_at = now() - interval '9 days';
--- some 300 passes: without convctx.purge_pause's 100 ms after each
+-- some 300 passes: without convctx.purge_pause's 500 ms after each
 SET convctx.purge_pause = 0;
 CALL convctx.purge_all(7);
 -- purge_all went through the whole backlog (2 000 rows), 7 at a time, and

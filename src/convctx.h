@@ -43,7 +43,7 @@ extern int	convctx_audit_retention;
 extern int	convctx_purge_pause;
 
 /* purge_all's pause after a pass, in ms (docs/retention.md, test/bench/lifecycle.sh) */
-#define CONVCTX_PURGE_PAUSE_DEFAULT 100
+#define CONVCTX_PURGE_PAUSE_DEFAULT 500
 extern int	convctx_summary_threshold;
 
 /* Values of convctx.tenant_scope: how long a convctx.tenant value counts. */

@@ -27,7 +27,7 @@ $node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{LOAD 'convctx';
                                    SELECT setting || unit, boot_val, context FROM pg_settings
                                    WHERE name = 'convctx.purge_pause'}),
-   '10000ms|100|superuser', 'convctx.purge_pause: milliseconds, 100 by default, superuser only');
+   '10000ms|500|superuser', 'convctx.purge_pause: milliseconds, 500 by default, superuser only');
 my ($rc, $out, $err) = $node->psql('postgres', q{SELECT convctx.current_tenant(); SET convctx.purge_pause = 0},
     extra_params => ['-U', 'pause_admin']);
 like($err, qr/permission denied to set parameter "convctx.purge_pause"/,
