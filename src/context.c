@@ -24,6 +24,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -213,8 +214,9 @@ MergeSetAdd(MergeSet *set, int ref)
 	}
 }
 
-/* The most elements pushJsonbValue accepts in an array (jsonb_util.c). */
+/* The most elements and pairs pushJsonbValue accepts (jsonb_util.c). */
 #define MERGE_MAX_ELEMS (Min(MaxAllocSize / sizeof(JsonbValue), JENTRY_OFFLENMASK))
+#define MERGE_MAX_PAIRS (Min(MaxAllocSize / sizeof(JsonbPair), JB_CMASK))
 
 /* Raise the error PostgreSQL raises for a too large jsonb container. */
 static void
@@ -307,6 +309,7 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 	JsonbContainer *arr = NULL;
 	int			nexisting = 0;
 	int			count = 0;
+	int			nonnull = 0;	/* elements of node_ids that are not NULL */
 	char	   *adata = NULL;
 	bits8	   *anulls = NULL;
 	Size		cap;
@@ -347,18 +350,26 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 			nexisting = JsonContainerSize(arr);
 	}
 	if (node_ids != NULL)
+	{
 		count = ArrayGetNItems(ARR_NDIM(node_ids), ARR_DIMS(node_ids));
+		nonnull = count;
+		/* sized by the ids there are: an array of NULLs is small */
+		if (ARR_HASNULL(node_ids))
+			for (i = 0; i < count; i++)
+				if (att_isnull(i, ARR_NULLBITMAP(node_ids)))
+					nonnull--;
+	}
 
-	/* ids[0 .. count) the batch, ids[count ..) the stored ids */
+	/* ids[0 .. nonnull) the batch, ids[nonnull ..) the stored ids */
 	cap = 16;
-	while (cap < 2 * ((Size) count + nexisting))
+	while (cap < 2 * ((Size) nonnull + nexisting))
 		cap *= 2;
 	scratch = MergeScratch(sizeof(MergeSlot) * cap +
-						   sizeof(IdKey) * ((Size) count + nexisting) +
+						   sizeof(IdKey) * ((Size) nonnull + nexisting) +
 						   sizeof(int) * Max(nexisting, 1));
 	set.slots = (MergeSlot *) scratch;
 	ids = (IdKey *) (scratch + sizeof(MergeSlot) * cap);
-	existing = ids + count;
+	existing = ids + nonnull;
 	survivors = (int *) (existing + nexisting);
 	set.mask = (uint32) (cap - 1);
 	set.ids = ids;
@@ -385,6 +396,8 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 	{
 		text	   *t;
 
+		if ((i & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (anulls && att_isnull(i, anulls))
 			continue;
 		t = (text *) adata;
@@ -401,7 +414,9 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 	/* The survivors, newest first: stored ids the batch does not have. */
 	for (i = nexisting - 1; i >= 0 && nb + ns < max_nodes; i--)
 	{
-		if (existing[i].len > 0 && MergeSetAdd(&set, count + i))
+		if ((i & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (existing[i].len > 0 && MergeSetAdd(&set, nonnull + i))
 			survivors[ns++] = i;
 	}
 	skip = nb + ns > max_nodes ? nb + ns - max_nodes : 0;
@@ -444,6 +459,11 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 		}
 	}
 	nout = active_pair >= 0 ? npairs : npairs + 1;
+	if ((Size) nout > MERGE_MAX_PAIRS)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("number of jsonb object pairs exceeds the maximum allowed (%zu)",
+					   MERGE_MAX_PAIRS));
 
 	/*
 	 * The data length of the result's object, checked as convertToJsonb
@@ -480,6 +500,9 @@ ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 		if (off > JENTRY_OFFLENMASK)
 			JsonbTooLarge("object");
 	}
+	/* and the object whole, its header and JEntries included, as convertJsonbObject */
+	if (sizeof(uint32) + sizeof(JEntry) * 2 * (Size) nout + off > JENTRY_OFFLENMASK)
+		JsonbTooLarge("object");
 
 	out = palloc(VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
 	SET_VARSIZE(out, VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
