@@ -80,6 +80,8 @@ SELECT * FROM convctx.retention_settings();
 -- with the plans a backend keeps after a few runs (generic: they do not
 -- know the tenant or the age), the tiny tenant's purge walks the indexes led
 -- by tenant_id, and a purge of every tenant the others; no table is read whole
+-- (the session pass reads its index twice: how many sessions its turns can
+-- empty, then those it locks)
 SET plan_cache_mode = force_generic_plan;
 SELECT pg_stat_force_next_flush();
 CREATE TEMP TABLE index_counts0 AS SELECT * FROM index_counts;

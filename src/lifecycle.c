@@ -313,25 +313,28 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * the pass's $2 turns can empty (their last_turn_no added up, the session
  * that crosses $2 included), at most $2. Locking $2 sessions for $2 turns
  * would lock each session of ten turns ten times before it is gone, and a
- * row lock writes its row and WAL. Each is rechecked under its lock on its
- * newest version (still anonymous, still expired).
+ * row lock writes its row and WAL. The count comes from the oldest expired
+ * sessions, read without locks; the lock then takes that many with SKIP
+ * LOCKED, so that sessions another transaction holds (a request, another
+ * purge) are stepped over to the next ones, as before. Each is rechecked
+ * under its lock on its newest version (still anonymous, still expired).
  */
 #define EXPIRED_SESSIONS_SQL(scope) \
-	"SELECT s.tenant_id, s.session_id FROM convctx.session s" \
-	" WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (" \
-	"   SELECT c.tenant_id, c.session_id FROM (" \
-	"     SELECT tenant_id, session_id, last_turn_no," \
-	"            pg_catalog.sum(GREATEST(last_turn_no, 1))" \
-	"              OVER (ORDER BY activity_bin ROWS UNBOUNDED PRECEDING) AS upto" \
-	"       FROM convctx.session" \
-	"      WHERE identity_id IS NULL" scope("activity_bin") \
-	"        AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
-	"      ORDER BY activity_bin LIMIT $2) c" \
-	"    WHERE c.upto OPERATOR(pg_catalog.-) GREATEST(c.last_turn_no, 1)" \
-	"          OPERATOR(pg_catalog.<) $2)" \
-	"   AND s.identity_id IS NULL" \
-	"   AND s.last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
-	" FOR UPDATE OF s SKIP LOCKED"
+	"SELECT tenant_id, session_id FROM convctx.session" \
+	" WHERE identity_id IS NULL" scope("activity_bin") \
+	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
+	" ORDER BY activity_bin" \
+	" LIMIT (SELECT pg_catalog.count(*) FROM (" \
+	"          SELECT last_turn_no," \
+	"                 pg_catalog.sum(GREATEST(last_turn_no, 1))" \
+	"                   OVER (ORDER BY activity_bin ROWS UNBOUNDED PRECEDING) AS upto" \
+	"            FROM convctx.session" \
+	"           WHERE identity_id IS NULL" scope("activity_bin") \
+	"             AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
+	"           ORDER BY activity_bin LIMIT $2) c" \
+	"         WHERE c.upto OPERATOR(pg_catalog.-) GREATEST(c.last_turn_no, 1)" \
+	"               OPERATOR(pg_catalog.<) $2)" \
+	" FOR UPDATE SKIP LOCKED"
 
 /* $1 tenants, $2 sessions, $3 batch */
 #define EXPIRED_SESSION_TURNS_SQL \
