@@ -55,7 +55,6 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"

@@ -643,7 +643,7 @@ TurnPageByIndex(TurnRels *r, text *tenant, text *session_id, bool forward, int64
 	TupleTableSlot *slot;
 	HeapTuple  *rows = palloc(sizeof(HeapTuple) * limit);
 	int			count = 0;
-	int64		live;
+	int64		live;			/* not needed here: tombstones are returned */
 	int64		last = SessionLastTurnNo(r->srel, r->sindex, snapshot, tenant, session_id, &live);
 	int64		span = (int64) limit + 8;
 	int64		lower = 0;		/* the span: turn_no in [lower, upper] */
