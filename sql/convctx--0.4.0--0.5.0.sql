@@ -142,3 +142,31 @@ GRANT EXECUTE ON FUNCTION convctx.list_conversations(text, text, integer),
 
 COMMENT ON PROCEDURE convctx.purge_all(integer) IS
     'repeat purge with a COMMIT after each pass until nothing is left, pausing convctx.purge_pause between passes (inside a transaction block: one transaction, no pause)';
+
+-- An emptied session's summary, retrievals and clarifications are deleted
+-- by a statement trigger, one statement for every session a DELETE
+-- removed: the cascading foreign keys ran three queries per session, more
+-- than a third of a purge pass. Every writer of those rows locks the
+-- session row and checks its turn, so none is written without a session.
+ALTER TABLE convctx.session_summary DROP CONSTRAINT session_summary_session;
+ALTER TABLE convctx.turn_retrieval DROP CONSTRAINT turn_retrieval_session;
+ALTER TABLE convctx.clarification DROP CONSTRAINT clarification_session;
+
+-- What belongs to a session goes with it, by whatever route it is deleted
+-- (a purge pass, a superuser's DELETE): one statement for all the rows a
+-- DELETE removed. A logical replication subscriber does not fire it; it
+-- receives these deletes from the publisher.
+CREATE FUNCTION convctx.session_deleted()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'convctx_session_deleted'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.session_deleted() IS
+    'trigger on convctx.session: deletes the summaries, retrievals and clarifications of the sessions a DELETE removed';
+
+CREATE TRIGGER session_deleted
+    AFTER DELETE ON convctx.session
+    REFERENCING OLD TABLE AS deleted_sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
+REVOKE ALL ON FUNCTION convctx.session_deleted() FROM PUBLIC;

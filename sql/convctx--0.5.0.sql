@@ -868,6 +868,10 @@ COMMENT ON VIEW convctx.audit IS
 -- Prompt assembly
 ------------------------------------------------------------------------------
 
+-- Summaries, retrievals and clarifications belong to a session without a
+-- foreign key: a cascade ran three queries per session a purge deleted.
+-- Their writers lock the session row and check the turn they name; the
+-- trigger session_deleted below deletes them with their session.
 CREATE TABLE convctx.session_summary (
     tenant_id        text COLLATE "C" NOT NULL,
     session_id       text COLLATE "C" NOT NULL,
@@ -875,9 +879,7 @@ CREATE TABLE convctx.session_summary (
     through_turn_no  bigint      NOT NULL,
     covered_messages bigint      NOT NULL,
     updated_at       timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
-    CONSTRAINT session_summary_pkey PRIMARY KEY (tenant_id, session_id),
-    CONSTRAINT session_summary_session FOREIGN KEY (tenant_id, session_id)
-        REFERENCES convctx.session ON DELETE CASCADE
+    CONSTRAINT session_summary_pkey PRIMARY KEY (tenant_id, session_id)
 );
 
 COMMENT ON TABLE convctx.session_summary IS
@@ -894,9 +896,7 @@ CREATE TABLE convctx.turn_retrieval (
     chunks       jsonb       NOT NULL,
     citations    jsonb       NOT NULL,
     recorded_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
-    CONSTRAINT turn_retrieval_pkey PRIMARY KEY (tenant_id, session_id, turn_no),
-    CONSTRAINT turn_retrieval_session FOREIGN KEY (tenant_id, session_id)
-        REFERENCES convctx.session ON DELETE CASCADE
+    CONSTRAINT turn_retrieval_pkey PRIMARY KEY (tenant_id, session_id, turn_no)
 );
 
 COMMENT ON TABLE convctx.turn_retrieval IS
@@ -911,15 +911,31 @@ CREATE TABLE convctx.clarification (
     questions         jsonb       NOT NULL,
     inferred_context  jsonb       NOT NULL,
     recorded_at       timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
-    CONSTRAINT clarification_pkey PRIMARY KEY (tenant_id, session_id, turn_no),
-    CONSTRAINT clarification_session FOREIGN KEY (tenant_id, session_id)
-        REFERENCES convctx.session ON DELETE CASCADE
+    CONSTRAINT clarification_pkey PRIMARY KEY (tenant_id, session_id, turn_no)
 );
 
 COMMENT ON TABLE convctx.clarification IS
     'clarification questions asked at a turn and the model''s inferred context, to rebuild the full context of the answer turn';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx.clarification', '');
+
+-- What belongs to a session goes with it, by whatever route it is deleted
+-- (a purge pass, a superuser's DELETE): one statement for all the rows a
+-- DELETE removed. A logical replication subscriber does not fire it; it
+-- receives these deletes from the publisher.
+CREATE FUNCTION convctx.session_deleted()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'convctx_session_deleted'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.session_deleted() IS
+    'trigger on convctx.session: deletes the summaries, retrievals and clarifications of the sessions a DELETE removed';
+
+CREATE TRIGGER session_deleted
+    AFTER DELETE ON convctx.session
+    REFERENCING OLD TABLE AS deleted_sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
 
 -- The phrases tenants add to is_followup. The built-in phrases are not
 -- rows: they are the view below, which no publication carries and pg_dump

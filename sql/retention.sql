@@ -167,6 +167,28 @@ SELECT convctx.purge();
 RESET ROLE;
 SELECT action, identity_id FROM convctx.audit_log WHERE tenant_id = 'tiny' AND action IN ('old', 'new');
 
+-- what belongs to a session goes with it, whoever deletes it: a purge, or
+-- a superuser's DELETE of two sessions in one statement (trigger
+-- session_deleted); another session's rows stay
+SELECT count(convctx.finalize_turn(s, convctx.start_turn(s, 'r' || i, 'question ' || i), 'answer ' || i))
+  FROM unnest(ARRAY['gone-1', 'gone-2', 'kept']) s, generate_series(1, 2) i;
+SELECT count(convctx.record_retrieval(t.session_id, t.turn_id, '[{"id": "c1", "text": "chunk"}]', '[]')),
+       count(convctx.record_clarification(t.session_id, t.turn_id, '[{"question": "which?"}]', '{}'))
+  FROM convctx.turn t WHERE t.tenant_id = 'tiny';
+SELECT count(convctx.set_summary(s, 'summary', (SELECT turn_id FROM convctx.turn
+                                                 WHERE tenant_id = 'tiny' AND session_id = s AND request_id = 'r1'), 0))
+  FROM unnest(ARRAY['gone-1', 'gone-2', 'kept']) s;
+DELETE FROM convctx.session WHERE tenant_id = 'tiny' AND session_id LIKE 'gone-%';
+DELETE FROM convctx.session WHERE false;
+SELECT 'summaries' AS kind, session_id, count(*) FROM convctx.session_summary WHERE tenant_id = 'tiny' GROUP BY 2
+UNION ALL SELECT 'retrievals', session_id, count(*) FROM convctx.turn_retrieval WHERE tenant_id = 'tiny' GROUP BY 2
+UNION ALL SELECT 'clarifications', session_id, count(*) FROM convctx.clarification WHERE tenant_id = 'tiny' GROUP BY 2
+ORDER BY 1, 2;
+DELETE FROM convctx.turn WHERE tenant_id = 'tiny';
+DELETE FROM convctx.session WHERE tenant_id = 'tiny';
+SELECT (SELECT count(*) FROM convctx.session_summary) + (SELECT count(*) FROM convctx.turn_retrieval)
+       + (SELECT count(*) FROM convctx.clarification) AS left_over;
+
 RESET convctx.audit_retention;
 RESET convctx.turn_retention;
 RESET convctx.tenant;

@@ -194,6 +194,8 @@ extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,
 							  int nargs, Oid *argtypes);
 extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 					   bool read_only, long count, int expected_rc);
+extern int	SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls,
+							 int expected_rc);
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern bool SpiBulkReadLatest(bool on);

@@ -359,6 +359,18 @@ SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 	return SpiRun(plan, values, nulls, read_only, count, expected_rc, true, InvalidSnapshot);
 }
 
+/*
+ * A keyed statement run on the newest committed rows, whatever the
+ * isolation level: for the rows that must go with a deleted session
+ * (convctx_session_deleted), including any committed after a repeatable
+ * read transaction's snapshot.
+ */
+int
+SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
+{
+	return SpiRun(plan, values, nulls, false, 0, expected_rc, true, GetLatestSnapshot());
+}
+
 /* The same for a statement that may read much of a table: planned freely. */
 int
 SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
