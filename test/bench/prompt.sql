@@ -67,6 +67,6 @@ END $$;
 \echo 'prompt assembly: microseconds per call (best of 3 x 2000 calls), 10-turn vs 500-turn session'
 SELECT f AS function, short AS "10 turns us", long AS "500 turns us",
        round(long / short, 2) AS ratio, 'at most 1.5' AS target,
-       CASE WHEN long / short <= 1.5 THEN 'met' ELSE 'missed' END AS result
+       CASE WHEN long / short <= 1.5 THEN 'PASS' ELSE 'MISS' END AS result
 FROM (SELECT f, pg_temp.per_call(f, 'short', 2000) AS short, pg_temp.per_call(f, 'long', 2000) AS long
       FROM unnest(ARRAY['conversation_state', 'context_history']) f) r;
