@@ -2,8 +2,8 @@
 # Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set): each suite as its own
 # `make installcheck`, so a failing suite does not hide the next one, then the
 # SQL examples of the documentation (scripts/doc-examples.sh) and the client
-# suites (scripts/clients.sh: node-postgres, psycopg) and a short run of the
-# browser benchmark (test/bench/browser/run.sh); then the diffs
+# suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
+# browser and storage benchmarks (test/bench/*/run.sh); then the diffs
 # and logs of failures, and a final "N passed, N failed" line.
 set -uo pipefail
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -23,8 +23,10 @@ run_suite() {
     elif [ "$name" = benchmarks ]; then
         # Small sizes, one short round: that each benchmark runs and reports
         # every target, never how fast (no timing is asserted).
-        CONVCTX_BENCH_TURNS=200000 CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 \
-            bash test/bench/browser/run.sh 2>&1 | tee "$log"
+        { CONVCTX_BENCH_TURNS=200000 CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 \
+              bash test/bench/browser/run.sh &&
+          CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_SESSIONS=100 CONVCTX_BENCH_CLIENTS=2 \
+              bash test/bench/storage/run.sh; } 2>&1 | tee "$log"
     else
         make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
     fi
@@ -34,8 +36,8 @@ run_suite() {
         bad=$(sed -n 's/^clients: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
-        # browser: eight targets, each PASS or MISS
-        if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq 8 ]; then ok=1; bad=0; else ok=0; bad=1; fi
+        # browser: eight targets, storage: one, each PASS or MISS
+        if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq 9 ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
         bad=$(grep -cE '^[[:space:]]*not ok [0-9]+' "$log" || true)
