@@ -154,8 +154,11 @@ ALTER TABLE convctx.clarification DROP CONSTRAINT clarification_session;
 
 -- What belongs to a session goes with it, by whatever route it is deleted
 -- (a purge pass, a superuser's DELETE): one statement for all the rows a
--- DELETE removed. A logical replication subscriber does not fire it; it
--- receives these deletes from the publisher.
+-- DELETE removed; after TRUNCATE of convctx.session, every row of those
+-- tables (name them in the TRUNCATE to truncate them instead), so that no
+-- row is left for a later session with the same id. A logical
+-- replication subscriber does not fire them; it receives these deletes
+-- and truncations from the publisher.
 CREATE FUNCTION convctx.session_deleted()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'convctx_session_deleted'
@@ -163,10 +166,13 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.session_deleted() IS
-    'trigger on convctx.session: deletes the summaries, retrievals and clarifications of the sessions a DELETE removed';
+    'trigger on convctx.session: deletes the summaries, retrievals and clarifications of the sessions a DELETE removed, all of them after TRUNCATE';
 
 CREATE TRIGGER session_deleted
     AFTER DELETE ON convctx.session
     REFERENCING OLD TABLE AS deleted_sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
+CREATE TRIGGER session_truncated
+    AFTER TRUNCATE ON convctx.session
     FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
 REVOKE ALL ON FUNCTION convctx.session_deleted() FROM PUBLIC;

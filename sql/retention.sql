@@ -184,10 +184,50 @@ SELECT 'summaries' AS kind, session_id, count(*) FROM convctx.session_summary WH
 UNION ALL SELECT 'retrievals', session_id, count(*) FROM convctx.turn_retrieval WHERE tenant_id = 'tiny' GROUP BY 2
 UNION ALL SELECT 'clarifications', session_id, count(*) FROM convctx.clarification WHERE tenant_id = 'tiny' GROUP BY 2
 ORDER BY 1, 2;
+-- with its session gone, its turns cannot record anything (P0002), even
+-- if they are still there
+\set VERBOSITY terse
+SELECT convctx.record_retrieval('gone-1', (SELECT turn_id FROM convctx.turn WHERE tenant_id = 'tiny'
+                                            AND session_id = 'gone-1' AND request_id = 'r1'),
+                                '[{"id": "c1", "text": "chunk"}]', '[]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.record_clarification('gone-1', (SELECT turn_id FROM convctx.turn WHERE tenant_id = 'tiny'
+                                                AND session_id = 'gone-1' AND request_id = 'r1'),
+                                    '[{"question": "which?"}]', '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT convctx.replace_turn('gone-1', (SELECT turn_id FROM convctx.turn WHERE tenant_id = 'tiny'
+                                        AND session_id = 'gone-1' AND request_id = 'r1'), 'other answer');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 DELETE FROM convctx.turn WHERE tenant_id = 'tiny';
 DELETE FROM convctx.session WHERE tenant_id = 'tiny';
 SELECT (SELECT count(*) FROM convctx.session_summary) + (SELECT count(*) FROM convctx.turn_retrieval)
        + (SELECT count(*) FROM convctx.clarification) AS left_over;
+-- 300 sessions in one DELETE, then one: the backend's kept plan takes the
+-- keys as parameters
+SELECT count(convctx.record_retrieval(s, convctx.start_turn(s, 'r', 'question'), '[{"id": "c1", "text": "chunk"}]', '[]'))
+  FROM (SELECT 'many-' || i AS s FROM generate_series(1, 300) i) g;
+DELETE FROM convctx.session WHERE tenant_id = 'tiny' AND session_id <> 'many-1';
+SELECT count(*) AS retrievals_left FROM convctx.turn_retrieval WHERE tenant_id = 'tiny';
+DELETE FROM convctx.session WHERE tenant_id = 'tiny';
+SELECT count(*) AS retrievals_left FROM convctx.turn_retrieval WHERE tenant_id = 'tiny';
+DELETE FROM convctx.turn WHERE tenant_id = 'tiny';
+-- TRUNCATE of the sessions takes their rows along (a later session with
+-- the same id starts clean), also when the tables are named with it
+SELECT convctx.record_retrieval('again', convctx.start_turn('again', 'r1', 'question'), '[{"id": "c1", "text": "old chunk"}]', '[]');
+TRUNCATE convctx.session, convctx.turn;
+SELECT count(*) AS retrievals_left FROM convctx.turn_retrieval;
+SELECT convctx.record_retrieval('again', convctx.start_turn('again', 'r1', 'question'), '[{"id": "c1", "text": "old chunk"}]', '[]');
+TRUNCATE convctx.turn, convctx.session, convctx.turn_retrieval;
+SELECT count(*) AS retrievals_left FROM convctx.turn_retrieval;
+-- the trigger function runs only as the triggers convctx.session has
+CREATE TABLE session_like (tenant_id text, session_id text);
+CREATE TRIGGER t AFTER DELETE ON session_like REFERENCING OLD TABLE AS deleted_sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
+INSERT INTO session_like VALUES ('tiny', 'x');
+DELETE FROM session_like;
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE session_like;
 
 RESET convctx.audit_retention;
 RESET convctx.turn_retention;

@@ -65,6 +65,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -1437,52 +1438,106 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 
 /*
  * What belongs to a session besides its turns and links: its summary and
- * what its turns retrieved and clarified. deleted_sessions is the
- * trigger's transition table.
+ * what its turns retrieved and clarified. $1 tenants, $2 sessions: the
+ * keys of the deleted sessions, passed as arrays so that the kept plan
+ * probes the three primary keys per session whatever the number of
+ * sessions (a plan over the transition table itself would keep the row
+ * estimate of the first call in the backend).
  */
 #define SESSION_CHILDREN_DELETE_SQL \
-	"WITH summaries AS (DELETE FROM convctx.session_summary x USING deleted_sessions g" \
+	"WITH g AS MATERIALIZED (SELECT tenant_id, session_id" \
+	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id))," \
+	" summaries AS (DELETE FROM convctx.session_summary x USING g" \
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) g.session_id)," \
-	" retrievals AS (DELETE FROM convctx.turn_retrieval x USING deleted_sessions g" \
+	" retrievals AS (DELETE FROM convctx.turn_retrieval x USING g" \
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) g.session_id)" \
-	" DELETE FROM convctx.clarification x USING deleted_sessions g" \
+	" DELETE FROM convctx.clarification x USING g" \
 	"  WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"    AND x.session_id OPERATOR(pg_catalog.=) g.session_id"
 
+/* The keys of the deleted sessions, from the transition table. */
+#define DELETED_SESSIONS_SQL \
+	"SELECT pg_catalog.array_agg(tenant_id), pg_catalog.array_agg(session_id) FROM deleted_sessions"
+
+/*
+ * After TRUNCATE convctx.session, every row of those tables. Not TRUNCATE:
+ * a TRUNCATE that names them too still has them open while its triggers
+ * run, and they are empty then anyway.
+ */
+#define SESSION_CHILDREN_ALL_SQL \
+	"WITH summaries AS (DELETE FROM convctx.session_summary)," \
+	" retrievals AS (DELETE FROM convctx.turn_retrieval)" \
+	" DELETE FROM convctx.clarification"
+
+static SPIPlanPtr deleted_sessions_plan = NULL;
 static SPIPlanPtr session_children_plan = NULL;
+static SPIPlanPtr session_children_all_plan = NULL;
+
+/* Refuse to run as anything but the triggers the install script creates. */
+static void
+CheckSessionDeletedTrigger(TriggerData *trigdata)
+{
+	Oid			session_rel = get_relname_relid("session", ConvctxNamespace());
+	bool		by_delete = TRIGGER_FIRED_BY_DELETE(trigdata->tg_event);
+
+	if (RelationGetRelid(trigdata->tg_relation) != session_rel ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) ||
+		!(by_delete || TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event)) ||
+		(by_delete && (trigdata->tg_oldtable == NULL ||
+					   trigdata->tg_trigger->tgoldtable == NULL ||
+					   strcmp(trigdata->tg_trigger->tgoldtable, "deleted_sessions") != 0)))
+		ereport(ERROR,
+				errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				errmsg("convctx.session_deleted() must be fired after DELETE or TRUNCATE on convctx.session, for each statement"),
+				errdetail("After DELETE it needs the transition table deleted_sessions (REFERENCING OLD TABLE AS deleted_sessions)."));
+}
 
 PG_FUNCTION_INFO_V1(convctx_session_deleted);
 
 /*
- * Trigger after DELETE on convctx.session, for each statement: delete the
- * summaries, retrievals and clarifications of the deleted sessions, with
- * one statement for all of them. (A foreign key with ON DELETE CASCADE did
- * this with three queries per session, more than a third of a purge
- * pass.) It reads the newest committed rows, so that under repeatable
- * read a row committed after the snapshot goes too, and runs as the
- * extension's owner, as the cascade did. A logical replication subscriber
- * does not fire it: it receives these deletes from the publisher.
+ * Trigger on convctx.session, for each statement: after DELETE, delete
+ * the summaries, retrievals and clarifications of the deleted sessions in
+ * one statement; after TRUNCATE, delete all their rows. (Foreign keys with
+ * ON DELETE CASCADE did the first with three queries per session, more
+ * than a third of a purge pass, and refused the second.) The deletes read
+ * the newest committed rows, so that under repeatable read a row committed
+ * after the snapshot goes too. Both run as the extension's owner, as the
+ * cascade did. A logical replication subscriber does not fire it: it
+ * receives these deletes from the publisher.
  */
 Datum
 convctx_session_deleted(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) ||
-		trigdata->tg_oldtable == NULL)
-		elog(ERROR, "session_deleted: not called as a statement trigger after DELETE with an old table");
-	if (tuplestore_tuple_count(trigdata->tg_oldtable) == 0)
-		return PointerGetDatum(NULL);
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				errmsg("convctx.session_deleted() can only be called as a trigger"));
+	CheckSessionDeletedTrigger(trigdata);
 
 	SPI_connect();
-	if (SPI_register_trigger_data(trigdata) != SPI_OK_TD_REGISTER)
-		elog(ERROR, "SPI_register_trigger_data failed");
-	SpiRunPlanLatest(SpiKeptPlan(&session_children_plan, SESSION_CHILDREN_DELETE_SQL, 0, NULL),
-					 NULL, NULL, SPI_OK_DELETE);
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		SpiRunPlanLatest(SpiKeptPlan(&session_children_all_plan, SESSION_CHILDREN_ALL_SQL, 0, NULL),
+						 NULL, NULL, SPI_OK_DELETE);
+	else if (tuplestore_tuple_count(trigdata->tg_oldtable) > 0)
+	{
+		Oid			argtypes[2] = {TEXTARRAYOID, TEXTARRAYOID};
+		Datum		keys[2];
+		bool		isnull;
+
+		if (SPI_register_trigger_data(trigdata) != SPI_OK_TD_REGISTER)
+			elog(ERROR, "SPI_register_trigger_data failed");
+		SpiRunPlan(SpiKeptPlan(&deleted_sessions_plan, DELETED_SESSIONS_SQL, 0, NULL),
+				   NULL, NULL, true, 0, SPI_OK_SELECT);
+		keys[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		keys[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		SpiRunPlanLatest(SpiKeptPlan(&session_children_plan, SESSION_CHILDREN_DELETE_SQL, 2, argtypes),
+						 keys, NULL, SPI_OK_DELETE);
+	}
 	SPI_finish();
 	return PointerGetDatum(NULL);
 }

@@ -286,7 +286,8 @@ RecordRetrieval(text *tenant, text *session_id, pg_uuid_t *turn_id,
 	MapChunks(map, &chunks->root);
 
 	SPI_connect();
-	(void) SessionLock(tenant, session_id);
+	if (!SessionLock(tenant, session_id))
+		ReportTurnNotFound(turn_id, session_id);
 	turn_no = LiveTurnNo(tenant, session_id, turn_id);
 	if (unresolved)
 		MapEarlierChunks(map, tenant, session_id, turn_no);

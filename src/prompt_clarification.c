@@ -103,7 +103,8 @@ StoreClarification(text *tenant, text *session_id, pg_uuid_t *turn_id,
 
 	SPI_connect();
 	/* Serialized with redaction, which deletes what a turn recorded. */
-	(void) SessionLock(tenant, session_id);
+	if (!SessionLock(tenant, session_id))
+		ReportTurnNotFound(turn_id, session_id);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
 	values[2] = Int64GetDatum(LiveTurnNo(tenant, session_id, turn_id));

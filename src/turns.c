@@ -820,7 +820,8 @@ ReplaceTurn(text *tenant, TurnAnswer *a)
 
 	SPI_connect();
 	/* Serialized with redaction, which must see every version it clears. */
-	(void) SessionLock(tenant, a->session_id);
+	if (!SessionLock(tenant, a->session_id))
+		ReportTurnNotFound(a->turn_id, a->session_id);
 	SpiRunPlan(SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
