@@ -203,8 +203,8 @@ DELETE FROM convctx.turn WHERE tenant_id = 'tiny';
 DELETE FROM convctx.session WHERE tenant_id = 'tiny';
 SELECT (SELECT count(*) FROM convctx.session_summary) + (SELECT count(*) FROM convctx.turn_retrieval)
        + (SELECT count(*) FROM convctx.clarification) AS left_over;
--- 300 sessions in one DELETE, then one: the backend's kept plan takes the
--- keys as parameters
+-- 300 sessions in one DELETE, then one: each is planned for its own
+-- number of sessions
 SELECT count(convctx.record_retrieval(s, convctx.start_turn(s, 'r', 'question'), '[{"id": "c1", "text": "chunk"}]', '[]'))
   FROM (SELECT 'many-' || i AS s FROM generate_series(1, 300) i) g;
 DELETE FROM convctx.session WHERE tenant_id = 'tiny' AND session_id <> 'many-1';

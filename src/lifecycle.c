@@ -1438,28 +1438,24 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 
 /*
  * What belongs to a session besides its turns and links: its summary and
- * what its turns retrieved and clarified. $1 tenants, $2 sessions: the
- * keys of the deleted sessions, passed as arrays so that the kept plan
- * probes the three primary keys per session whatever the number of
- * sessions (a plan over the transition table itself would keep the row
- * estimate of the first call in the backend).
+ * what its turns retrieved and clarified. deleted_sessions is the
+ * trigger's transition table. Planned for each call, with the number of
+ * deleted sessions known: a kept plan would keep the estimate of the first
+ * call in the backend (probes for one session, or whole scans of every
+ * tenant's rows after one large purge), and probing three primary keys per
+ * session costs a purge pass more than joining the tables when they hold
+ * little.
  */
 #define SESSION_CHILDREN_DELETE_SQL \
-	"WITH g AS MATERIALIZED (SELECT tenant_id, session_id" \
-	"   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS e(tenant_id, session_id))," \
-	" summaries AS (DELETE FROM convctx.session_summary x USING g" \
+	"WITH summaries AS (DELETE FROM convctx.session_summary x USING deleted_sessions g" \
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) g.session_id)," \
-	" retrievals AS (DELETE FROM convctx.turn_retrieval x USING g" \
+	" retrievals AS (DELETE FROM convctx.turn_retrieval x USING deleted_sessions g" \
 	"   WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"     AND x.session_id OPERATOR(pg_catalog.=) g.session_id)" \
-	" DELETE FROM convctx.clarification x USING g" \
+	" DELETE FROM convctx.clarification x USING deleted_sessions g" \
 	"  WHERE x.tenant_id OPERATOR(pg_catalog.=) g.tenant_id" \
 	"    AND x.session_id OPERATOR(pg_catalog.=) g.session_id"
-
-/* The keys of the deleted sessions, from the transition table. */
-#define DELETED_SESSIONS_SQL \
-	"SELECT pg_catalog.array_agg(tenant_id), pg_catalog.array_agg(session_id) FROM deleted_sessions"
 
 /*
  * After TRUNCATE convctx.session, every row of those tables. Not TRUNCATE:
@@ -1471,8 +1467,6 @@ convctx_purge_all(PG_FUNCTION_ARGS)
 	" retrievals AS (DELETE FROM convctx.turn_retrieval)" \
 	" DELETE FROM convctx.clarification"
 
-static SPIPlanPtr deleted_sessions_plan = NULL;
-static SPIPlanPtr session_children_plan = NULL;
 static SPIPlanPtr session_children_all_plan = NULL;
 
 /* Refuse to run as anything but the triggers the install script creates. */
@@ -1525,18 +1519,15 @@ convctx_session_deleted(PG_FUNCTION_ARGS)
 						 NULL, NULL, SPI_OK_DELETE);
 	else if (tuplestore_tuple_count(trigdata->tg_oldtable) > 0)
 	{
-		Oid			argtypes[2] = {TEXTARRAYOID, TEXTARRAYOID};
-		Datum		keys[2];
-		bool		isnull;
+		SPIPlanPtr	plan;
 
 		if (SPI_register_trigger_data(trigdata) != SPI_OK_TD_REGISTER)
 			elog(ERROR, "SPI_register_trigger_data failed");
-		SpiRunPlan(SpiKeptPlan(&deleted_sessions_plan, DELETED_SESSIONS_SQL, 0, NULL),
-				   NULL, NULL, true, 0, SPI_OK_SELECT);
-		keys[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		keys[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		SpiRunPlanLatest(SpiKeptPlan(&session_children_plan, SESSION_CHILDREN_DELETE_SQL, 2, argtypes),
-						 keys, NULL, SPI_OK_DELETE);
+		plan = SPI_prepare(SESSION_CHILDREN_DELETE_SQL, 0, NULL);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SpiRunPlanLatest(plan, NULL, NULL, SPI_OK_DELETE);
+		SPI_freeplan(plan);
 	}
 	SPI_finish();
 	return PointerGetDatum(NULL);

@@ -360,15 +360,15 @@ SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 }
 
 /*
- * A keyed statement run on the newest committed rows, whatever the
- * isolation level: for the rows that must go with a deleted session
- * (convctx_session_deleted), including any committed after a repeatable
- * read transaction's snapshot.
+ * A statement planned freely and run on the newest committed rows,
+ * whatever the isolation level: for the rows that must go with a deleted
+ * session (convctx_session_deleted), including any committed after a
+ * repeatable read transaction's snapshot.
  */
 int
 SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
 {
-	return SpiRun(plan, values, nulls, false, 0, expected_rc, true, GetLatestSnapshot());
+	return SpiRun(plan, values, nulls, false, 0, expected_rc, false, GetLatestSnapshot());
 }
 
 /* The same for a statement that may read much of a table: planned freely. */
