@@ -154,14 +154,15 @@ DO $$ BEGIN PERFORM length(repeat('x', 16 * 1024 * 1024)); END $$;
 CREATE TEMP TABLE bench_result (
     size      integer,
     fn        text,
+    round     integer,
     calls     integer,     -- calls per timed run
-    best_ms   float8       -- best of 3 timed runs
+    ms        float8
 );
 
--- Per size and function: one warm-up run of calls/10, then 3 timed runs,
--- C and SQL alternating so that drift hits both alike. The SQL merge at
--- 4096 ids runs 1,000 calls instead of 10,000 (about 8 ms a call) and is
--- scaled in the report.
+-- Per size: one warm-up run of calls/10 of each function, then 3 timed
+-- rounds of both, interleaved (the one that goes first alternates) so that
+-- drift hits both alike. The SQL merge at 4096 ids runs 1,000 calls
+-- instead of 10,000 (about 8 ms a call) and is scaled in the report.
 DO $$
 DECLARE
     fns   text[] := ARRAY['convctx.context_merge', 'convctx_bench.context_merge_sql'];
@@ -171,7 +172,6 @@ DECLARE
     ctx   jsonb;
     ids   text[];
     calls integer[];
-    best  float8[];
     nrows bigint;
     t0    timestamptz;
     ms    float8;
@@ -181,50 +181,58 @@ BEGIN
         ctx := convctx_bench.make_ctx(n);
         ids := convctx_bench.make_ids(n);
         calls := ARRAY[10000, CASE WHEN n = 4096 THEN 1000 ELSE 10000 END];
-        best := ARRAY[NULL, NULL]::float8[];
         FOR i IN 1..2 LOOP
             EXECUTE convctx_bench.timed_query(fns[i]) INTO nrows USING ctx, ids, n, calls[i] / 10;
         END LOOP;
         FOR rep IN 1..3 LOOP
-            FOR i IN 1..2 LOOP
+            FOREACH i IN ARRAY CASE WHEN rep % 2 = 1 THEN ARRAY[1, 2] ELSE ARRAY[2, 1] END LOOP
                 t0 := clock_timestamp();
                 EXECUTE convctx_bench.timed_query(fns[i]) INTO nrows USING ctx, ids, n, calls[i];
                 ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
                 IF nrows <> calls[i] THEN
                     RAISE EXCEPTION '% at % ids: % rows, expected %', fns[i], n, nrows, calls[i];
                 END IF;
-                best[i] := least(best[i], ms);
+                INSERT INTO bench_result VALUES (n, CASE i WHEN 1 THEN 'c' ELSE 'sql' END, rep, calls[i], ms);
             END LOOP;
         END LOOP;
-        RAISE NOTICE '% ids: C % ms / % calls, SQL % ms / % calls', n,
-            round(best[1]::numeric, 1), calls[1], round(best[2]::numeric, 1), calls[2];
-        INSERT INTO bench_result VALUES
-            (n, 'c', calls[1], best[1]),
-            (n, 'sql', calls[2], best[2]);
     END LOOP;
 END
 $$;
 
--- Everything per 10,000 calls.
-CREATE TEMP VIEW bench_report AS
-SELECT c.size,
-       c.best_ms * 10000 / c.calls AS c_ms,
-       s.best_ms * 10000 / s.calls AS sql_ms,
+-- Everything per 10,000 calls, per round.
+CREATE TEMP VIEW bench_round AS
+SELECT c.size, c.round,
+       c.ms * 10000 / c.calls AS c_ms,
+       s.ms * 10000 / s.calls AS sql_ms,
        s.calls AS sql_calls,
-       (s.best_ms / s.calls) / (c.best_ms / c.calls) AS speedup,
-       c.best_ms * 1000 / c.calls / c.size AS c_us_per_id
-FROM bench_result c JOIN bench_result s ON s.size = c.size AND s.fn = 'sql'
+       (s.ms / s.calls) / (c.ms / c.calls) AS speedup,
+       c.ms * 1000 / c.calls / c.size AS c_us_per_id
+FROM bench_result c JOIN bench_result s ON s.size = c.size AND s.round = c.round AND s.fn = 'sql'
 WHERE c.fn = 'c';
 
+-- Medians over the rounds, with the spread.
+CREATE TEMP VIEW bench_report AS
+SELECT size, min(sql_calls) AS sql_calls,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY c_ms) AS c_ms, min(c_ms) AS c_min, max(c_ms) AS c_max,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY sql_ms) AS sql_ms, min(sql_ms) AS sql_min, max(sql_ms) AS sql_max,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY speedup) AS speedup, min(speedup) AS speedup_min,
+       max(speedup) AS speedup_max,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY c_us_per_id) AS c_us_per_id
+FROM bench_round
+GROUP BY size;
+
 \echo
-\echo == results: ms per 10,000 calls, best of 3 runs after one warm-up run
+\echo == results: ms per 10,000 calls, median [min-max] of 3 interleaved rounds after a warm-up run
 \echo == (ctx holds size ids; node_ids holds size/2, half of them new; max_nodes = size;
 \echo ==  backend allocator pre-warmed to the steady state of a long-lived session)
 \pset footer off
 SELECT size,
-       to_char(c_ms, 'FM999990.0') AS c_ms,
-       to_char(sql_ms, 'FM9999990.0') || CASE WHEN sql_calls < 10000 THEN ' *' ELSE '' END AS sql_ms,
-       to_char(speedup, 'FM99990.0') || 'x' AS speedup,
+       format('%s [%s-%s]', to_char(c_ms, 'FM999990.0'), to_char(c_min, 'FM999990.0'),
+              to_char(c_max, 'FM999990.0')) AS c_ms,
+       format('%s [%s-%s]', to_char(sql_ms, 'FM9999990.0'), to_char(sql_min, 'FM9999990.0'),
+              to_char(sql_max, 'FM9999990.0')) || CASE WHEN sql_calls < 10000 THEN ' *' ELSE '' END AS sql_ms,
+       format('%sx [%s-%s]', to_char(speedup, 'FM99990.0'), to_char(speedup_min, 'FM99990.0'),
+              to_char(speedup_max, 'FM99990.0')) AS speedup,
        to_char(c_us_per_id, 'FM990.0000') AS c_us_per_id
 FROM bench_report
 ORDER BY size;
