@@ -924,8 +924,8 @@ SELECT pg_catalog.pg_extension_config_dump('convctx.clarification', '');
 -- DELETE removed; after TRUNCATE of convctx.session, every row of those
 -- tables (name them in the TRUNCATE to truncate them instead), so that no
 -- row is left for a later session with the same id. A logical
--- replication subscriber does not fire them; it receives these deletes
--- and truncations from the publisher.
+-- replication subscriber does not fire them; it receives the publisher's
+-- deletes of those rows.
 CREATE FUNCTION convctx.session_deleted()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'convctx_session_deleted'

@@ -63,10 +63,10 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
-#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -1515,8 +1515,8 @@ convctx_session_deleted(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
-		SpiRunPlanLatest(SpiKeptPlan(&session_children_all_plan, SESSION_CHILDREN_ALL_SQL, 0, NULL),
-						 NULL, NULL, SPI_OK_DELETE);
+		SpiRunBulkPlanLatest(SpiKeptPlan(&session_children_all_plan, SESSION_CHILDREN_ALL_SQL, 0, NULL),
+							 NULL, NULL, SPI_OK_DELETE);
 	else if (tuplestore_tuple_count(trigdata->tg_oldtable) > 0)
 	{
 		SPIPlanPtr	plan;
@@ -1526,7 +1526,7 @@ convctx_session_deleted(PG_FUNCTION_ARGS)
 		plan = SPI_prepare(SESSION_CHILDREN_DELETE_SQL, 0, NULL);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SpiRunPlanLatest(plan, NULL, NULL, SPI_OK_DELETE);
+		SpiRunBulkPlanLatest(plan, NULL, NULL, SPI_OK_DELETE);
 		SPI_freeplan(plan);
 	}
 	SPI_finish();

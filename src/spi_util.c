@@ -359,18 +359,6 @@ SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 	return SpiRun(plan, values, nulls, read_only, count, expected_rc, true, InvalidSnapshot);
 }
 
-/*
- * A statement planned freely and run on the newest committed rows,
- * whatever the isolation level: for the rows that must go with a deleted
- * session (convctx_session_deleted), including any committed after a
- * repeatable read transaction's snapshot.
- */
-int
-SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
-{
-	return SpiRun(plan, values, nulls, false, 0, expected_rc, false, GetLatestSnapshot());
-}
-
 /* The same for a statement that may read much of a table: planned freely. */
 int
 SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
@@ -378,6 +366,18 @@ SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 {
 	return SpiRun(plan, values, nulls, read_only, count, expected_rc, false,
 				  bulk_latest && !read_only ? GetLatestSnapshot() : InvalidSnapshot);
+}
+
+/*
+ * A statement planned freely and run on the newest committed rows,
+ * whatever the isolation level: for the rows that must go with a deleted
+ * session (convctx_session_deleted), including any committed after a
+ * repeatable read transaction's snapshot.
+ */
+int
+SpiRunBulkPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
+{
+	return SpiRun(plan, values, nulls, false, 0, expected_rc, false, GetLatestSnapshot());
 }
 
 /* The first column of the first row of the last result as int8; 0 for NULL. */

@@ -1,19 +1,12 @@
--- Storage benchmark state: convctx, and floor.turn, a bare copy of
--- convctx.turn's columns and indexes (as in test/bench/turns), fill
--- factor 100. Both empty; the load writes them.
+-- Storage benchmark state: convctx, and floor.turn (test/bench/floor_turn.sql).
+-- Both empty; the load writes them.
 
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
 SET client_min_messages = warning;
 CREATE EXTENSION convctx;
 CREATE SCHEMA bench;
-CREATE SCHEMA floor;
-
-CREATE TABLE floor.turn (LIKE convctx.turn INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
-CREATE SEQUENCE floor.turn_no_seq OWNED BY floor.turn.turn_no;
-ALTER TABLE floor.turn
-    ALTER turn_no SET DEFAULT nextval('floor.turn_no_seq'),
-    ALTER turn_id SET DEFAULT gen_random_uuid();
+\ir ../floor_turn.sql
 
 -- A 200-byte question and a 1,000-byte answer.
 CREATE FUNCTION bench.question() RETURNS text LANGUAGE sql IMMUTABLE

@@ -129,7 +129,7 @@ measure_latency() {
 echo "== lifecycle state: 200 sessions x 10 turns + 100 sessions x 1,000 turns ($(elapsed))"
 createdb bench
 psql_run -d bench -c 'ALTER DATABASE bench SET convctx.max_session_turns = 1000000'
-psql_run -d bench -v floor_fillfactor="$FLOOR_FILLFACTOR" <"$HERE/setup.sql"
+psql_run -d bench -v floor_fillfactor="$FLOOR_FILLFACTOR" -f "$HERE/setup.sql"
 
 # cell name, clients, first session, session count
 CELLS=("1 client, 10 turns|1|1|200"

@@ -7,16 +7,7 @@
 SET client_min_messages = warning;
 CREATE EXTENSION convctx;
 CREATE SCHEMA bench;
-CREATE SCHEMA floor;
-
--- Same columns, defaults, checks and every index of convctx.turn (primary
--- key, partial unique request index, chronology index, ...); turn_no and
--- turn_id come from defaults.
-CREATE TABLE floor.turn (LIKE convctx.turn INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES);
-CREATE SEQUENCE floor.turn_no_seq OWNED BY floor.turn.turn_no;
-ALTER TABLE floor.turn
-    ALTER turn_no SET DEFAULT nextval('floor.turn_no_seq'),
-    ALTER turn_id SET DEFAULT gen_random_uuid();
+\ir ../floor_turn.sql
 -- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
 ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 
