@@ -176,3 +176,107 @@ CREATE TRIGGER session_truncated
     AFTER TRUNCATE ON convctx.session
     FOR EACH STATEMENT EXECUTE FUNCTION convctx.session_deleted();
 REVOKE ALL ON FUNCTION convctx.session_deleted() FROM PUBLIC;
+
+-- Scaling out with Citus (docs/citus.md). distribute() spreads the tables
+-- over the Citus cluster of this database: everything of a conversation by
+-- its session id, in one colocation group, so that a session's rows live
+-- on one node; the audit log by tenant; the bindings and the follow-up
+-- phrases, read by every call, as reference tables on every node. It
+-- registers the per-session functions with Citus on their session
+-- argument, so that Citus may run a call on the node that holds the
+-- session. Citus refuses tables with triggers: the triggers that delete a
+-- deleted session's rows and announce binding changes go, and on Citus
+-- purge deletes those rows itself and bindings are read once per
+-- transaction. Safe to run again (after adding nodes, say): it does what
+-- is left to do.
+CREATE FUNCTION convctx.distribute()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $distribute$
+DECLARE
+    t record;
+    f record;
+    preload text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'extension "citus" is not installed in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'convctx.distribute() spreads convctx''s tables over a Citus cluster.',
+                  HINT = 'Install Citus on every node, CREATE EXTENSION citus, add the workers with citus_add_node(), and call convctx.distribute() again.';
+    END IF;
+    -- Without convctx preloaded, the first call of a backend is planned
+    -- before convctx's planner hook exists, and Citus could send it to a
+    -- worker without its tenant (src/citus.c): such calls would fail there.
+    FOR preload IN
+        SELECT pg_catalog.current_setting('shared_preload_libraries')
+        UNION ALL
+        SELECT result FROM pg_catalog.run_command_on_workers(
+            'SELECT pg_catalog.current_setting(''shared_preload_libraries'')')
+    LOOP
+        IF NOT 'convctx' = ANY (pg_catalog.string_to_array(
+                pg_catalog.replace(preload, ' ', ''), ',')) THEN
+            RAISE EXCEPTION 'convctx is not in shared_preload_libraries on every node of the cluster'
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = pg_catalog.format('A node has shared_preload_libraries = %L.', preload),
+                      HINT = 'Set shared_preload_libraries = ''citus,convctx'' on every node and restart them.';
+        END IF;
+    END LOOP;
+
+    -- Citus reaches the other nodes as the current user, and convctx
+    -- writes a refusal's audit row as convctx_audit (src/audit.c): it must
+    -- be able to log in there. It has no password: the nodes' pg_hba.conf
+    -- decides how it is let in, as for every other role of the cluster.
+    ALTER ROLE convctx_audit LOGIN;
+
+    DROP TRIGGER IF EXISTS session_deleted ON convctx.session;
+    DROP TRIGGER IF EXISTS session_truncated ON convctx.session;
+    DROP TRIGGER IF EXISTS role_tenant_changed ON convctx.role_tenant;
+    DROP TRIGGER IF EXISTS role_tenant_truncated ON convctx.role_tenant;
+
+    FOR t IN
+        SELECT * FROM (VALUES
+            (1, 'convctx.session'::pg_catalog.regclass, 'session_id', 'default'),
+            (2, 'convctx.turn', 'session_id', 'convctx.session'),
+            (3, 'convctx.session_link', 'session_id', 'convctx.session'),
+            (4, 'convctx.session_summary', 'session_id', 'convctx.session'),
+            (5, 'convctx.turn_retrieval', 'session_id', 'convctx.session'),
+            (6, 'convctx.clarification', 'session_id', 'convctx.session'),
+            (7, 'convctx.conversation_context', 'conversation_id', 'convctx.session'),
+            (8, 'convctx.audit_log', 'tenant_id', 'none'),
+            (9, 'convctx.role_tenant', NULL, NULL),
+            (10, 'convctx.followup_phrase', NULL, NULL)) AS v(n, rel, col, colocate)
+        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = v.rel)
+        ORDER BY n
+    LOOP
+        IF t.col IS NULL THEN
+            PERFORM pg_catalog.create_reference_table(t.rel);
+        ELSE
+            PERFORM pg_catalog.create_distributed_table(t.rel, t.col, colocate_with => t.colocate);
+        END IF;
+    END LOOP;
+
+    FOR f IN
+        SELECT p.oid::pg_catalog.regprocedure AS fn,
+               CASE WHEN 'conversation_id' = ANY (p.proargnames) THEN 'conversation_id'
+                    ELSE 'session_id' END AS arg
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'convctx'::pg_catalog.regnamespace
+           AND p.proname IN ('start_turn', 'finalize_turn', 'recent_turns', 'recent_turns_json',
+                             'link_session', 'replace_turn', 'conversation_state', 'set_summary',
+                             'turns_to_summarize', 'record_retrieval', 'context_history',
+                             'record_clarification', 'clarification_context', 'redact_turn',
+                             'redact_session', 'context_load', 'context_save', 'context_add',
+                             'set_session_title', 'conversation_turns', 'replay_conversation',
+                             'admin_session_turns')
+    LOOP
+        PERFORM pg_catalog.create_distributed_function(f.fn, f.arg,
+                                                       colocate_with => 'convctx.session');
+    END LOOP;
+END
+$distribute$;
+
+COMMENT ON FUNCTION convctx.distribute() IS
+    'on a Citus cluster: distributes convctx''s tables by session (audit log by tenant, bindings and follow-up phrases to every node) and lets Citus run each per-session call on the node that holds the session; run once after adding the workers, again after adding more; 55000 without Citus';
+
+REVOKE ALL ON FUNCTION convctx.distribute() FROM PUBLIC;

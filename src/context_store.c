@@ -36,18 +36,21 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "access/detoast.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 
 #include "convctx.h"
 
 static SPIPlanPtr context_load_plan = NULL;
 static SPIPlanPtr context_save_plan = NULL;
 static SPIPlanPtr context_add_plan = NULL;
+static SPIPlanPtr context_lock_plan = NULL;
 
 #define CONTEXT_LOAD_SQL \
 	"SELECT context_json FROM convctx.conversation_context" \
@@ -62,28 +65,38 @@ static SPIPlanPtr context_add_plan = NULL;
  */
 #define CONTEXT_SESSION_CTE \
 	"WITH s AS (INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
-	" ON CONFLICT (tenant_id, session_id) DO UPDATE SET" SESSION_ACTIVITY_SET \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE SET" SESSION_ACTIVITY_UPSERT \
 	" RETURNING 1)"
 
+/* CONTEXT_SESSION_CTE alone (on Citus: ContextAddDistributed). */
+#define CONTEXT_LOCK_SQL \
+	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE SET" SESSION_ACTIVITY_UPSERT
+
+/*
+ * The context's times are the transaction's start (as now() gives), $5 of
+ * CONTEXT_SAVE_SQL and $6 of CONTEXT_ADD_SQL: passed, because on Citus
+ * the insert may run on another node, in a transaction of its own.
+ */
 #define CONTEXT_SAVE_SQL \
 	CONTEXT_SESSION_CTE \
 	" INSERT INTO convctx.conversation_context AS c" \
-	"       (tenant_id, conversation_id, context_json, user_id)" \
-	" SELECT $1, $2, $3, $4 FROM s" \
+	"       (tenant_id, conversation_id, context_json, user_id, created_at, updated_at)" \
+	" SELECT $1, $2, $3, $4, $5, $5 FROM s" \
 	" ON CONFLICT (tenant_id, conversation_id) DO UPDATE" \
 	" SET context_json = EXCLUDED.context_json," \
 	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \
-	"     updated_at = pg_catalog.now()"
+	"     updated_at = EXCLUDED.updated_at"
 
 #define CONTEXT_ADD_SQL \
 	CONTEXT_SESSION_CTE \
 	" INSERT INTO convctx.conversation_context AS c" \
-	"       (tenant_id, conversation_id, context_json, user_id)" \
-	" SELECT $1, $2, convctx.context_merge(NULL::pg_catalog.jsonb, $3, $5), $4 FROM s" \
+	"       (tenant_id, conversation_id, context_json, user_id, created_at, updated_at)" \
+	" SELECT $1, $2, convctx.context_merge(NULL::pg_catalog.jsonb, $3, $5), $4, $6, $6 FROM s" \
 	" ON CONFLICT (tenant_id, conversation_id) DO UPDATE" \
 	" SET context_json = convctx.context_merge(c.context_json, $3, $5)," \
 	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \
-	"     updated_at = pg_catalog.now()" \
+	"     updated_at = EXCLUDED.updated_at" \
 	" RETURNING context_json"
 
 /* 54000 when a context to store is larger than convctx.max_text_bytes. */
@@ -164,13 +177,14 @@ ContextLoad(text *tenant, text *conversation_id)
 static void
 ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id)
 {
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
-	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
-	PointerGetDatum(ctx), PointerGetDatum(user_id)};
-	char		nulls[4] = {' ', ' ', ' ', user_id ? ' ' : 'n'};
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
+		PointerGetDatum(ctx), PointerGetDatum(user_id),
+	TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())};
+	char		nulls[5] = {' ', ' ', ' ', user_id ? ' ' : 'n', ' '};
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 4, argtypes),
+	SpiRunPlan(SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 5, argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT);
 	SPI_finish();
 }
@@ -181,17 +195,18 @@ ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id)
  * session row, and return the merged context.
  */
 static Datum
-ContextAdd(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
+ContextAddLocal(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
 {
-	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4OID};
-	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
-		PointerGetDatum(ids), PointerGetDatum(user_id), Int32GetDatum(convctx_max_active_nodes)};
-	char		nulls[5] = {' ', ' ', ids ? ' ' : 'n', user_id ? ' ' : 'n', ' '};
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum		values[6] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
+		PointerGetDatum(ids), PointerGetDatum(user_id), Int32GetDatum(convctx_max_active_nodes),
+	TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())};
+	char		nulls[6] = {' ', ' ', ids ? ' ' : 'n', user_id ? ' ' : 'n', ' ', ' '};
 	Datum		result;
 	bool		isnull;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&context_add_plan, CONTEXT_ADD_SQL, 5, argtypes),
+	SpiRunPlan(SpiKeptPlan(&context_add_plan, CONTEXT_ADD_SQL, 6, argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed != 1)
 		elog(ERROR, "context_add affected " UINT64_FORMAT " rows", SPI_processed);
@@ -200,6 +215,37 @@ ContextAdd(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
 	CheckContextSize(result);
 	SPI_finish();
 	return result;
+}
+
+/*
+ * The same on Citus, which cannot run a function that is not immutable in
+ * the DO UPDATE of an upsert: lock (or create) the session row, read the
+ * context, which every writer changes only under that lock, merge it here
+ * and store the result.
+ */
+static Datum
+ContextAddDistributed(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id)};
+	Jsonb	   *merged;
+
+	SPI_connect();
+	SpiRunPlan(SpiKeptPlan(&context_lock_plan, CONTEXT_LOCK_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT);
+	SPI_finish();
+	merged = ContextMerge(ContextLoad(tenant, conversation_id), ids, convctx_max_active_nodes);
+	CheckContextSize(JsonbPGetDatum(merged));
+	ContextSave(tenant, conversation_id, merged, user_id);
+	return JsonbPGetDatum(merged);
+}
+
+static Datum
+ContextAdd(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
+{
+	if (ConvctxDistributed())
+		return ContextAddDistributed(tenant, conversation_id, ids, user_id);
+	return ContextAddLocal(tenant, conversation_id, ids, user_id);
 }
 
 PG_FUNCTION_INFO_V1(convctx_context_load);

@@ -276,6 +276,7 @@ _PG_init(void)
 
 	TenancyInit();
 	SpiInit();
+	CitusInit();
 }
 
 /* 22004 when argument argno, named what in the message, is NULL. */

@@ -17,6 +17,7 @@
 
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "nodes/parsenodes.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
@@ -61,6 +62,14 @@ extern void TenancyInit(void);
 extern text *CurrentTenant(void);
 extern const char *BoundTenant(void);
 extern char *CallerRoleName(void);
+extern bool TenantTravelsWithCall(void);
+
+/* Citus (citus.c) */
+extern void CitusInit(void);
+extern bool ConvctxDistributed(void);
+extern bool CitusInternalBackend(void);
+extern Oid	CitusReferenceShard(Oid relid);
+extern void CitusKeepCallHere(Query *parse);
 
 /* Argument checks (convctx.c) */
 extern void ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
@@ -138,6 +147,15 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
  */
 #define SESSION_ACTIVITY_SET \
 	" last_activity_at = pg_catalog.statement_timestamp()"
+
+/*
+ * The same in the DO UPDATE of an INSERT ... ON CONFLICT that inserts the
+ * session row: the time the inserted row got by default. Citus refuses a
+ * function that is not immutable there (and a generic plan of one crashes
+ * Citus 13.2), and so every timestamp of such a statement is taken once.
+ */
+#define SESSION_ACTIVITY_UPSERT \
+	" last_activity_at = EXCLUDED.last_activity_at"
 
 /*
  * SQL fragment: the matching adjustment of the messages that summaries

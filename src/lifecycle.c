@@ -63,6 +63,7 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -83,6 +84,7 @@ static SPIPlanPtr redact_session_plan = NULL;
 static SPIPlanPtr redaction_lock_plan = NULL;
 static SPIPlanPtr erase_find_plan = NULL;
 static SPIPlanPtr erase_lock_plan = NULL;
+static SPIPlanPtr erase_lock_one_plan = NULL;
 static SPIPlanPtr erase_sessions_plan = NULL;
 static SPIPlanPtr erase_links_plan = NULL;
 static SPIPlanPtr erase_turns_plan = NULL;
@@ -203,6 +205,10 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
 	" ORDER BY session_id FOR UPDATE"
+
+/* The same for one session, $2 (on Citus). */
+#define ERASE_LOCK_ONE_SQL \
+	"SELECT session_id FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE"
 
 /*
  * The statements below act on $2, the sessions locked, and never look the
@@ -609,6 +615,17 @@ SessionIdCopy(int row, MemoryContext cxt)
 	return copy;
 }
 
+/* Add the session id, locked, to the map held and raise *max_held. */
+static void
+EraseHeld(text *id, idmap_hash *held, text **max_held)
+{
+	bool		found;
+
+	(void) IdMapInsert(held, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), &found);
+	if (*max_held == NULL || SessionIdCmp(id, *max_held) > 0)
+		*max_held = id;
+}
+
 /*
  * Lock the sessions ids[0..n-1] (sorted), adding those locked to the map
  * held and raising *max_held. SPI must be connected.
@@ -623,6 +640,21 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 	uint64		i;
 	int			j;
 
+	/*
+	 * Citus cannot lock rows of several shards in one statement: one
+	 * session at a time, in the same order.
+	 */
+	if (ConvctxDistributed())
+	{
+		for (j = 0; j < n; j++)
+		{
+			SpiRunSessionPlan(&erase_lock_one_plan, ERASE_LOCK_ONE_SQL, tenant, ids[j],
+							  false, 0, SPI_OK_SELECT);
+			if (SPI_processed > 0)
+				EraseHeld(SessionIdCopy(0, cxt), held, max_held);
+		}
+		return;
+	}
 	for (j = 0; j < n; j++)
 		elems[j] = PointerGetDatum(ids[j]);
 	values[0] = PointerGetDatum(tenant);
@@ -630,14 +662,7 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	for (i = 0; i < SPI_processed; i++)
-	{
-		text	   *id = SessionIdCopy(i, cxt);
-		bool		found;
-
-		(void) IdMapInsert(held, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), &found);
-		if (*max_held == NULL || SessionIdCmp(id, *max_held) > 0)
-			*max_held = id;
-	}
+		EraseHeld(SessionIdCopy(i, cxt), held, max_held);
 }
 
 /* How often erase_identity starts its locking over in session_id order. */
@@ -1029,6 +1054,405 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 }
 
 /*
+ * On Citus (ConvctxDistributed) the passes above cannot run: a statement
+ * that locks rows of several shards, or takes ctids from a subquery, is
+ * refused. There each pass first reads its candidates without locks (a
+ * statement over every shard, oldest first, at most the batch), then
+ * handles them one session (one tenant, for the audit log) at a time with
+ * statements that Citus routes to the one shard that holds it, under the
+ * same row locks as the single-server passes, taken with SKIP LOCKED and
+ * rechecked under the lock. A session emptied of its turns goes with every
+ * row that belongs to it: on Citus no trigger does that (session_deleted
+ * below).
+ */
+#define CITUS_EXPIRED_SESSIONS_SQL(scope) \
+	"SELECT tenant_id, session_id, last_turn_no FROM convctx.session" \
+	" WHERE identity_id IS NULL" scope("activity_bin") \
+	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
+	" ORDER BY activity_bin, tenant_id, session_id LIMIT $2"
+
+/* $1 tenant, $2 session, $3 session_ttl */
+#define CITUS_SESSION_LOCK_SQL \
+	"SELECT 1 FROM convctx.session WHERE " SESSION_KEY \
+	"   AND identity_id IS NULL" \
+	"   AND last_activity_at OPERATOR(pg_catalog.<)" \
+	"       (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $3))" \
+	" FOR UPDATE SKIP LOCKED"
+
+/*
+ * $1 tenant, $2 session, $3 at most that many of its turns, with the
+ * session's counts adjusted as EXPIRED_SESSION_TURNS_SQL does.
+ */
+#define CITUS_SESSION_TURNS_DELETE_SQL \
+	"WITH d AS (DELETE FROM convctx.turn WHERE " SESSION_KEY \
+	"   AND turn_id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+	"     SELECT turn_id FROM convctx.turn WHERE " SESSION_KEY " LIMIT $3))" \
+	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
+	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D \
+	" SELECT pg_catalog.count(*) FROM d"
+#define CITUS_SESSION_SUMMARY_DELETE_SQL "DELETE FROM convctx.session_summary WHERE " SESSION_KEY
+#define CITUS_SESSION_RETRIEVALS_DELETE_SQL "DELETE FROM convctx.turn_retrieval WHERE " SESSION_KEY
+#define CITUS_SESSION_CLARIFICATIONS_DELETE_SQL "DELETE FROM convctx.clarification WHERE " SESSION_KEY
+/* The session, if it has no turn left. */
+#define CITUS_SESSION_DELETE_SQL \
+	"DELETE FROM convctx.session s WHERE " SESSION_KEY_AT("s") \
+	"   AND NOT EXISTS (SELECT 1 FROM convctx.turn t WHERE " SESSION_KEY_AT("t") ")" \
+	" RETURNING s.last_turn_no"
+#define CITUS_SESSION_CONTEXT_DELETE_SQL \
+	"DELETE FROM convctx.conversation_context" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2"
+
+#define CITUS_EXPIRED_TURNS_SQL(scope) \
+	"SELECT tenant_id, session_id, turn_id FROM convctx.turn" \
+	" WHERE true" scope("created_at") \
+	" ORDER BY created_at, tenant_id, session_id LIMIT $2"
+
+/* $1 tenant, $2 session: lock it if no other transaction holds it. */
+#define CITUS_SESSION_TRY_LOCK_SQL \
+	"SELECT 1 FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE SKIP LOCKED"
+
+/* $1 tenant, $2 session, $3 the turns (their ids) to delete, as EXPIRED_TURNS_SQL does */
+#define CITUS_SESSION_OLD_TURNS_SQL \
+	"WITH d AS (DELETE FROM convctx.turn WHERE " SESSION_KEY \
+	"   AND turn_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.uuid[])" \
+	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
+	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D "," \
+	" r AS (DELETE FROM convctx.turn_retrieval x WHERE " SESSION_KEY_AT("x") \
+	"     AND x.turn_no OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT turn_no FROM d)))," \
+	" c AS (DELETE FROM convctx.clarification x WHERE " SESSION_KEY_AT("x") \
+	"     AND x.turn_no OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT turn_no FROM d)))" \
+	" SELECT pg_catalog.count(*) FROM d"
+
+#define CITUS_EXPIRED_CONTEXTS_SQL(scope) \
+	"SELECT tenant_id, conversation_id FROM convctx.conversation_context" \
+	" WHERE updated_at OPERATOR(pg_catalog.<)" CUTOFF scope("updated_bin") \
+	" ORDER BY updated_bin, tenant_id, conversation_id LIMIT $2"
+
+/* $1 tenant, $2 conversation, $3 context_ttl */
+#define CITUS_CONTEXT_EXPIRED_DELETE_SQL \
+	"WITH l AS (SELECT 1 FROM convctx.conversation_context" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2" \
+	"     AND updated_at OPERATOR(pg_catalog.<)" \
+	"         (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $3))" \
+	"   FOR UPDATE SKIP LOCKED)" \
+	" DELETE FROM convctx.conversation_context" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2" \
+	"   AND EXISTS (SELECT 1 FROM l)"
+
+#define CITUS_EXPIRED_AUDIT_SQL(scope) \
+	"SELECT tenant_id, audit_id FROM convctx.audit_log" \
+	" WHERE true" scope("logged_at") \
+	" ORDER BY logged_at, tenant_id, audit_id LIMIT $2"
+
+/* $1 tenant, $2 its audit rows to delete, those no other transaction holds */
+#define CITUS_AUDIT_DELETE_SQL \
+	"WITH l AS (SELECT audit_id FROM convctx.audit_log" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND audit_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.uuid[])" \
+	"   FOR UPDATE SKIP LOCKED)" \
+	" DELETE FROM convctx.audit_log" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"   AND audit_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT audit_id FROM l))"
+
+static SPIPlanPtr citus_expired_sessions_plan[2] = {NULL, NULL};
+static SPIPlanPtr citus_session_lock_plan = NULL;
+static SPIPlanPtr citus_session_turns_delete_plan = NULL;
+static SPIPlanPtr citus_session_summary_delete_plan = NULL;
+static SPIPlanPtr citus_session_retrievals_delete_plan = NULL;
+static SPIPlanPtr citus_session_clarifications_delete_plan = NULL;
+static SPIPlanPtr citus_session_delete_plan = NULL;
+static SPIPlanPtr citus_session_context_delete_plan = NULL;
+static SPIPlanPtr citus_expired_turns_plan[2] = {NULL, NULL};
+static SPIPlanPtr citus_session_try_lock_plan = NULL;
+static SPIPlanPtr citus_session_old_turns_plan = NULL;
+static SPIPlanPtr citus_expired_contexts_plan[2] = {NULL, NULL};
+static SPIPlanPtr citus_context_expired_delete_plan = NULL;
+static SPIPlanPtr citus_expired_audit_plan[2] = {NULL, NULL};
+static SPIPlanPtr citus_audit_delete_plan = NULL;
+
+/* Add n to the count at offset of tenant's entry in tenants. */
+static void
+PurgeTenantCount(HTAB *tenants, text *tenant, size_t offset, int64 n)
+{
+	char		key[CONVCTX_MAX_ID_BYTES + 1];
+	PurgeTenant *e;
+	bool		found;
+
+	if (n == 0)
+		return;
+	memset(key, 0, sizeof(key));
+	text_to_cstring_buffer(tenant, key, sizeof(key));
+	e = hash_search(tenants, key, HASH_ENTER, &found);
+	if (!found)
+		memset(&e->c, 0, sizeof(e->c));
+	*(int64 *) ((char *) &e->c + offset) += n;
+}
+
+/*
+ * The candidates of a pass on Citus: the rows of the statement, copied
+ * out of SPI's memory into the current context, with their count.
+ */
+typedef struct PurgeCandidates
+{
+	int			n;
+	int			ncols;
+	Datum	   *values;			/* n x ncols */
+} PurgeCandidates;
+
+static void
+PurgeCandidatesRead(SPIPlanPtr plan, Datum *values, const char *nulls, PurgeCandidates *out)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext spi;
+	int			i;
+	int			j;
+
+	SpiRunBulkPlan(plan, values, nulls, true, 0, SPI_OK_SELECT);
+	spi = MemoryContextSwitchTo(cxt);
+	out->n = (int) SPI_processed;
+	out->ncols = SPI_tuptable->tupdesc->natts;
+	out->values = palloc(sizeof(Datum) * Max(out->n * out->ncols, 1));
+	for (i = 0; i < out->n; i++)
+		for (j = 0; j < out->ncols; j++)
+		{
+			bool		isnull;
+			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, j);
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, j + 1, &isnull);
+
+			out->values[i * out->ncols + j] = isnull ? (Datum) 0 :
+				datumCopy(d, att->attbyval, att->attlen);
+		}
+	MemoryContextSwitchTo(spi);
+}
+
+#define CANDIDATE(c, row, col) ((c)->values[(row) * (c)->ncols + (col)])
+
+/* Byte equality of two ids (the key columns are COLLATE "C"). */
+static bool
+TextEqual(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/* Run a per-session statement $1 tenant, $2 session; rows it processed. */
+static uint64
+PurgeSessionRun(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_id, int rc)
+{
+	SpiRunSessionPlan(cache, sql, tenant, session_id, false, 0, rc);
+	return SPI_processed;
+}
+
+/*
+ * The anonymous-session pass on Citus: expired sessions one at a time, at
+ * most batch turns in all; a session left without turns goes.
+ */
+static void
+PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
+{
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(convctx_session_ttl), Int32GetDatum(batch),
+	PointerGetDatum(tenant)};
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
+	PurgeCandidates c;
+	int64		turns = 0;
+	int64		budget = batch;
+	int			i;
+
+	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_sessions_plan[one],
+									one ? CITUS_EXPIRED_SESSIONS_SQL(ONE_TENANT) :
+									CITUS_EXPIRED_SESSIONS_SQL(ALL_TENANTS), 3, argtypes),
+						values, nulls, &c);
+	/* as many as the batch of turns can empty, the one that crosses it included */
+	for (i = 0; i < c.n && turns < batch; i++)
+	{
+		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
+		text	   *s = DatumGetTextPP(CANDIDATE(&c, i, 1));
+		Oid			locktypes[3] = {TEXTOID, TEXTOID, INT4OID};
+		Datum		lockvalues[3] = {PointerGetDatum(t), PointerGetDatum(s),
+		Int32GetDatum(convctx_session_ttl)};
+		Oid			deltypes[3] = {TEXTOID, TEXTOID, INT8OID};
+		Datum		delvalues[3] = {PointerGetDatum(t), PointerGetDatum(s), Int64GetDatum(budget)};
+		int64		deleted;
+		int64		last_turn_no;
+		bool		isnull;
+
+		turns += Max(DatumGetInt64(CANDIDATE(&c, i, 2)), 1);
+		SpiRunPlan(SpiKeptPlan(&citus_session_lock_plan, CITUS_SESSION_LOCK_SQL, 3, locktypes),
+				   lockvalues, NULL, false, 0, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			continue;			/* busy, or no longer expired or anonymous */
+		SpiRunPlan(SpiKeptPlan(&citus_session_turns_delete_plan, CITUS_SESSION_TURNS_DELETE_SQL,
+							   3, deltypes),
+				   delvalues, NULL, false, 0, SPI_OK_SELECT);
+		deleted = SpiFirstInt8();
+		budget -= deleted;
+		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, anonymous_turns), deleted);
+		if (PurgeSessionRun(&citus_session_delete_plan, CITUS_SESSION_DELETE_SQL, t, s,
+							SPI_OK_DELETE_RETURNING) == 0)
+			continue;			/* turns left for the next pass */
+		last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 1, &isnull));
+		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, anonymous_sessions), 1);
+		PurgeSessionRun(&citus_session_summary_delete_plan, CITUS_SESSION_SUMMARY_DELETE_SQL,
+						t, s, SPI_OK_DELETE);
+		PurgeSessionRun(&citus_session_retrievals_delete_plan, CITUS_SESSION_RETRIEVALS_DELETE_SQL,
+						t, s, SPI_OK_DELETE);
+		PurgeSessionRun(&citus_session_clarifications_delete_plan,
+						CITUS_SESSION_CLARIFICATIONS_DELETE_SQL, t, s, SPI_OK_DELETE);
+		/* as EMPTIED_SESSIONS_SQL: the context of a session that never had a turn stays */
+		if (last_turn_no > 0)
+			PurgeTenantCount(tenants, t, offsetof(PurgeCounts, contexts),
+							 (int64) PurgeSessionRun(&citus_session_context_delete_plan,
+													 CITUS_SESSION_CONTEXT_DELETE_SQL, t, s,
+													 SPI_OK_DELETE));
+	}
+}
+
+/* The turn-retention pass on Citus: the oldest turns, a session at a time. */
+static void
+PurgeExpiredTurnsDistributed(int32 batch, text *tenant, HTAB *tenants)
+{
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(convctx_turn_retention), Int32GetDatum(batch),
+	PointerGetDatum(tenant)};
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
+	PurgeCandidates c;
+	int			i = 0;
+
+	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_turns_plan[one],
+									one ? CITUS_EXPIRED_TURNS_SQL(ONE_TENANT) :
+									CITUS_EXPIRED_TURNS_SQL(ALL_TENANTS), 3, argtypes),
+						values, nulls, &c);
+	while (i < c.n)
+	{
+		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
+		text	   *s = DatumGetTextPP(CANDIDATE(&c, i, 1));
+		Datum	   *ids = palloc(sizeof(Datum) * c.n);
+		int			nids = 0;
+		Oid			deltypes[3] = {TEXTOID, TEXTOID, UUIDARRAYOID};
+		Datum		delvalues[3];
+
+		/* the candidates of this session, wherever they are in the order */
+		for (int j = i; j < c.n; j++)
+			if (CANDIDATE(&c, j, 0) != (Datum) 0 &&
+				TextEqual(t, DatumGetTextPP(CANDIDATE(&c, j, 0))) &&
+				TextEqual(s, DatumGetTextPP(CANDIDATE(&c, j, 1))))
+			{
+				ids[nids++] = CANDIDATE(&c, j, 2);
+				if (j > i)
+					CANDIDATE(&c, j, 0) = (Datum) 0;	/* done with */
+			}
+		do
+			i++;
+		while (i < c.n && CANDIDATE(&c, i, 0) == (Datum) 0);
+
+		if (PurgeSessionRun(&citus_session_try_lock_plan, CITUS_SESSION_TRY_LOCK_SQL,
+							t, s, SPI_OK_SELECT) == 0)
+			continue;			/* busy: left for the next pass */
+		delvalues[0] = PointerGetDatum(t);
+		delvalues[1] = PointerGetDatum(s);
+		delvalues[2] = PointerGetDatum(construct_array(ids, nids, UUIDOID, UUID_LEN, false,
+													   TYPALIGN_CHAR));
+		SpiRunPlan(SpiKeptPlan(&citus_session_old_turns_plan, CITUS_SESSION_OLD_TURNS_SQL, 3,
+							   deltypes),
+				   delvalues, NULL, false, 0, SPI_OK_SELECT);
+		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, expired_turns), SpiFirstInt8());
+	}
+}
+
+/* The context pass on Citus: expired contexts, one at a time. */
+static void
+PurgeExpiredContextsDistributed(int32 batch, text *tenant, HTAB *tenants)
+{
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(convctx_context_ttl), Int32GetDatum(batch),
+	PointerGetDatum(tenant)};
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
+	PurgeCandidates c;
+	int			i;
+
+	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_contexts_plan[one],
+									one ? CITUS_EXPIRED_CONTEXTS_SQL(ONE_TENANT) :
+									CITUS_EXPIRED_CONTEXTS_SQL(ALL_TENANTS), 3, argtypes),
+						values, nulls, &c);
+	for (i = 0; i < c.n; i++)
+	{
+		Oid			deltypes[3] = {TEXTOID, TEXTOID, INT4OID};
+		Datum		delvalues[3] = {CANDIDATE(&c, i, 0), CANDIDATE(&c, i, 1),
+		Int32GetDatum(convctx_context_ttl)};
+
+		SpiRunPlan(SpiKeptPlan(&citus_context_expired_delete_plan,
+							   CITUS_CONTEXT_EXPIRED_DELETE_SQL, 3, deltypes),
+				   delvalues, NULL, false, 0, SPI_OK_DELETE);
+		PurgeTenantCount(tenants, DatumGetTextPP(CANDIDATE(&c, i, 0)),
+						 offsetof(PurgeCounts, contexts), (int64) SPI_processed);
+	}
+}
+
+/* The audit pass on Citus: the oldest rows, a tenant at a time. */
+static void
+PurgeExpiredAuditDistributed(int32 batch, text *tenant, HTAB *tenants)
+{
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(convctx_audit_retention), Int32GetDatum(batch),
+	PointerGetDatum(tenant)};
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
+	PurgeCandidates c;
+	int			i = 0;
+
+	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_audit_plan[one],
+									one ? CITUS_EXPIRED_AUDIT_SQL(ONE_TENANT) :
+									CITUS_EXPIRED_AUDIT_SQL(ALL_TENANTS), 3, argtypes),
+						values, nulls, &c);
+	while (i < c.n)
+	{
+		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
+		Datum	   *ids = palloc(sizeof(Datum) * c.n);
+		int			nids = 0;
+		Oid			deltypes[2] = {TEXTOID, UUIDARRAYOID};
+		Datum		delvalues[2];
+
+		for (int j = i; j < c.n; j++)
+			if (CANDIDATE(&c, j, 0) != (Datum) 0 &&
+				TextEqual(t, DatumGetTextPP(CANDIDATE(&c, j, 0))))
+			{
+				ids[nids++] = CANDIDATE(&c, j, 1);
+				if (j > i)
+					CANDIDATE(&c, j, 0) = (Datum) 0;
+			}
+		do
+			i++;
+		while (i < c.n && CANDIDATE(&c, i, 0) == (Datum) 0);
+
+		delvalues[0] = PointerGetDatum(t);
+		delvalues[1] = PointerGetDatum(construct_array(ids, nids, UUIDOID, UUID_LEN, false,
+													   TYPALIGN_CHAR));
+		SpiRunPlan(SpiKeptPlan(&citus_audit_delete_plan, CITUS_AUDIT_DELETE_SQL, 2, deltypes),
+				   delvalues, NULL, false, 0, SPI_OK_DELETE);
+		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, audit_rows), (int64) SPI_processed);
+	}
+}
+
+/* PurgeOnce on Citus. */
+static void
+PurgeOnceDistributed(int32 batch, text *tenant, HTAB *tenants)
+{
+	if (convctx_session_ttl > 0)
+		PurgeExpiredSessionsDistributed(batch, tenant, tenants);
+	if (convctx_turn_retention > 0)
+		PurgeExpiredTurnsDistributed(batch, tenant, tenants);
+	if (convctx_context_ttl > 0)
+		PurgeExpiredContextsDistributed(batch, tenant, tenants);
+	if (convctx_audit_retention > 0)
+		PurgeExpiredAuditDistributed(batch, tenant, tenants);
+}
+
+/*
  * One retention pass over tenant (NULL: every tenant), at most batch rows
  * of each kind, adding what it deleted to the counts of each tenant in
  * tenants. SPI must be connected.
@@ -1040,6 +1464,12 @@ PurgeOnce(int32 batch, text *tenant, HTAB *tenants)
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
 	int			one = tenant ? 1 : 0;
+
+	if (ConvctxDistributed())
+	{
+		PurgeOnceDistributed(batch, tenant, tenants);
+		return;
+	}
 
 	values[1] = Int32GetDatum(batch);
 	values[2] = PointerGetDatum(tenant);

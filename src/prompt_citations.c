@@ -48,7 +48,7 @@ static SPIPlanPtr history_session_plan = NULL;
 	" VALUES ($1, $2, $3, $4, $5)" \
 	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
 	" SET chunks = EXCLUDED.chunks, citations = EXCLUDED.citations," \
-	"     recorded_at = pg_catalog.statement_timestamp()"
+	"     recorded_at = EXCLUDED.recorded_at"
 
 /* The session's newest turn number and its live answers, from its row. */
 #define HISTORY_SESSION_SQL \

@@ -37,7 +37,7 @@ static SPIPlanPtr load_plan = NULL;
 	" VALUES ($1, $2, $3, $4, $5)" \
 	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
 	" SET questions = EXCLUDED.questions, inferred_context = EXCLUDED.inferred_context," \
-	"     recorded_at = pg_catalog.statement_timestamp()"
+	"     recorded_at = EXCLUDED.recorded_at"
 
 #define LOAD_SQL \
 	"SELECT t.question_neutral, t.deleted_at IS NOT NULL, c.questions, c.inferred_context" \

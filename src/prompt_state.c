@@ -31,6 +31,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -40,6 +41,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
@@ -81,23 +83,26 @@ static SPIPlanPtr forget_session_plan = NULL;
 	"  LEFT JOIN convctx.conversation_context cc" \
 	"         ON cc.tenant_id OPERATOR(pg_catalog.=) $1 AND cc.conversation_id OPERATOR(pg_catalog.=) $2"
 
-/* Insert or replace the summary, counting the messages it covers. */
+/*
+ * Insert or replace the summary, counting the messages it covers; $5 is
+ * the statement's time (on Citus the statement may run on another node).
+ */
 #define SUMMARY_UPSERT_SQL \
 	"INSERT INTO convctx.session_summary AS s" \
-	"       (tenant_id, session_id, summary, through_turn_no, covered_messages)" \
+	"       (tenant_id, session_id, summary, through_turn_no, covered_messages, updated_at)" \
 	" SELECT $1, $2, $3, t.turn_no," \
 	"        (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(x.finalized_at)" \
 	"           FROM convctx.turn x" \
 	"          WHERE " SESSION_KEY_AT("x") \
 	"            AND x.deleted_at IS NULL AND x.replaced_by_turn_id IS NULL" \
-	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no)" \
+	"            AND x.turn_no OPERATOR(pg_catalog.<=) t.turn_no), $5" \
 	"   FROM convctx.turn t" \
 	"  WHERE " SESSION_KEY_AT("t") \
 	"    AND t.turn_id OPERATOR(pg_catalog.=) $4" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
 	"     covered_messages = EXCLUDED.covered_messages," \
-	"     updated_at = pg_catalog.statement_timestamp()"
+	"     updated_at = EXCLUDED.updated_at"
 
 /*
  * The summary, and the turn_no it covers to in the session row, where
@@ -461,13 +466,14 @@ CheckSummaryGeneration(text *tenant, text *session_id, pg_uuid_t *through, int64
 static void
 SetSummary(text *tenant, text *session_id, text *summary, pg_uuid_t *through, int64 seen)
 {
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID};
-	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-	PointerGetDatum(summary), UUIDPGetDatum(through)};
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID};
+	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+		PointerGetDatum(summary), UUIDPGetDatum(through),
+	TimestampTzGetDatum(GetCurrentStatementStartTimestamp())};
 
 	SPI_connect();
 	CheckSummaryGeneration(tenant, session_id, through, seen);
-	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 4, argtypes),
+	SpiRunPlan(SpiKeptPlan(&set_summary_plan, SET_SUMMARY_SQL, 5, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	if (SPI_processed == 0)
 		ReportTurnNotFound(through, session_id);

@@ -569,12 +569,13 @@ TurnRelsClose(TurnRels *r)
 
 /*
  * Whether the open tables may be read directly: nothing but the owner's
- * rights apply (see the head of this file) and the indexes are trusted.
+ * rights apply (see the head of this file), the indexes are trusted, and
+ * the tables hold their rows (on Citus they are empty shells: citus.c).
  */
 static bool
 TurnRelsDirect(void)
 {
-	return turn_rels.trusted &&
+	return turn_rels.trusted && !ConvctxDistributed() &&
 		pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&

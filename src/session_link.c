@@ -40,7 +40,7 @@ static SPIPlanPtr backfill_plan = NULL;
 #define SESSION_TOUCH_SQL \
 	"INSERT INTO convctx.session AS s (tenant_id, session_id) VALUES ($1, $2)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
-	" SET" SESSION_ACTIVITY_SET \
+	" SET" SESSION_ACTIVITY_UPSERT \
 	" RETURNING identity_id"
 
 #define LINK_SQL \

@@ -86,9 +86,12 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 		 * Generic plans only: every statement here is a keyed lookup or a
 		 * short index range whose best plan does not depend on the values,
 		 * and a custom plan would be planned again on every call (LIMIT $n
-		 * makes the planner doubt the generic one).
+		 * makes the planner doubt the generic one). On Citus, custom plans
+		 * only: Citus cannot plan most of these statements with their
+		 * parameters unbound, and routes each to its shard by the value.
 		 */
 		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
+											  ConvctxDistributed() ? CURSOR_OPT_CUSTOM_PLAN :
 											  CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
@@ -96,6 +99,14 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "SPI_keepplan failed");
 		*cache = plan;
+	}
+	else if (unlikely(ConvctxDistributed()))
+	{
+		/* kept before convctx.distribute() ran in another session */
+		CachedPlanSource *source = linitial(SPI_plan_get_plan_sources(*cache));
+
+		source->cursor_options &= ~CURSOR_OPT_GENERIC_PLAN;
+		source->cursor_options |= CURSOR_OPT_CUSTOM_PLAN;
 	}
 	return *cache;
 }
@@ -132,7 +143,10 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	 * the session would plan it.
 	 */
 	if (keyed_query == NULL || query_string != keyed_query)
+	{
+		CitusKeepCallHere(parse);
 		return NextPlanner(parse, query_string, cursor_options, bound_params);
+	}
 
 	/* An error unwinds the nest level with the (sub)transaction. */
 	nestlevel = NewGUCNestLevel();

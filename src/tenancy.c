@@ -28,6 +28,9 @@
  * A renamed role is therefore unbound until it is bound again. Bindings live
  * in each database: a role bound in one database is unbound in another.
  *
+ * On a Citus cluster role_tenant is a reference table: its rows are read
+ * from this node's shard of it, once per transaction (citus.c).
+ *
  * The outcome for the calling roles is cached per backend. It is dropped by
  * a relcache invalidation of role_tenant, which the statement and row
  * triggers on the table send for every change by any route (the functions
@@ -57,6 +60,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -72,7 +76,7 @@
 	"INSERT INTO convctx.role_tenant AS b (role_name, tenant_id)" \
 	" VALUES ($1, $2)" \
 	" ON CONFLICT (role_name) DO UPDATE SET tenant_id = EXCLUDED.tenant_id," \
-	"     bound_at = pg_catalog.statement_timestamp()" \
+	"     bound_at = EXCLUDED.bound_at" \
 	"  WHERE (b.tenant_id IS NULL) OPERATOR(pg_catalog.<>) (EXCLUDED.tenant_id IS NULL)" \
 	"     OR b.tenant_id OPERATOR(pg_catalog.<>) EXCLUDED.tenant_id"
 
@@ -239,6 +243,27 @@ RoleBinding(Oid user, BindingRow *rows, int nrows,
 	}
 }
 
+/* Add a row to rows (of *maxrows), resolving its role name now. */
+static BindingRow *
+BindingRowAdd(BindingRow *rows, int *nrows, int *maxrows, const char *name,
+			  char *tenant)
+{
+	Oid			role = get_role_oid(name, true);
+
+	if (!OidIsValid(role))
+		return rows;			/* binds nobody: unresolved_bindings lists it */
+	if (*nrows == *maxrows)
+	{
+		*maxrows = *maxrows ? *maxrows * 2 : 16;
+		rows = rows ? repalloc(rows, sizeof(BindingRow) * *maxrows)
+			: palloc(sizeof(BindingRow) * *maxrows);
+	}
+	rows[*nrows].role = role;
+	rows[*nrows].tenant = tenant;
+	(*nrows)++;
+	return rows;
+}
+
 /* The rows of convctx.role_tenant, their role names resolved now. */
 static BindingRow *
 BindingRows(Oid relid, int *nrows_out)
@@ -264,22 +289,11 @@ BindingRows(Oid relid, int *nrows_out)
 					tenant_null;
 		Datum		name = heap_getattr(tup, name_att, desc, &name_null);
 		Datum		tenant = heap_getattr(tup, tenant_att, desc, &tenant_null);
-		Oid			role;
 
 		if (name_null)
 			continue;
-		role = get_role_oid(TextDatumGetCString(name), true);
-		if (!OidIsValid(role))
-			continue;			/* binds nobody: unresolved_bindings lists it */
-		if (nrows == maxrows)
-		{
-			maxrows = maxrows ? maxrows * 2 : 16;
-			rows = rows ? repalloc(rows, sizeof(BindingRow) * maxrows)
-				: palloc(sizeof(BindingRow) * maxrows);
-		}
-		rows[nrows].role = role;
-		rows[nrows].tenant = tenant_null ? NULL : TextDatumGetCString(tenant);
-		nrows++;
+		rows = BindingRowAdd(rows, &nrows, &maxrows, TextDatumGetCString(name),
+							 tenant_null ? NULL : TextDatumGetCString(tenant));
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -318,7 +332,7 @@ BindingLoad(Oid session_user, Oid outer_user)
 	}
 
 	if (OidIsValid(relid))
-		rows = BindingRows(relid, &nrows);
+		rows = BindingRows(ConvctxDistributed() ? CitusReferenceShard(relid) : relid, &nrows);
 
 	RoleBinding(session_user, rows, nrows, &of_session, &t_session, &problem);
 	if (problem == NULL && outer_user != session_user)
@@ -346,14 +360,9 @@ BindingLoad(Oid session_user, Oid outer_user)
 	binding_valid = OidIsValid(relid);
 }
 
-/*
- * The tenant the calling session is bound to, or NULL when it may act for
- * any tenant (a superuser, or a role bound to every tenant). ERROR 42501
- * for a session that may act for no tenant: unbound, or bound twice in
- * contradiction.
- */
-const char *
-BoundTenant(void)
+/* Bring the cached binding of the calling session up to date. */
+static void
+BindingRefresh(void)
 {
 	Oid			session_user = GetSessionUserId();
 	Oid			outer_user = ConvctxInvoker();
@@ -368,9 +377,29 @@ BoundTenant(void)
 	{
 		AcceptInvalidationMessages();
 		binding_seen_in_xact = true;
+
+		/*
+		 * On Citus a change of the bindings reaches this node's shard of
+		 * role_tenant, which has no trigger to announce it: read them
+		 * once per transaction instead.
+		 */
+		if (ConvctxDistributed())
+			binding_valid = false;
 	}
 	if (!binding_valid || binding_session_user != session_user || binding_user != outer_user)
 		BindingLoad(session_user, outer_user);
+}
+
+/*
+ * The tenant the calling session is bound to, or NULL when it may act for
+ * any tenant (a superuser, or a role bound to every tenant). ERROR 42501
+ * for a session that may act for no tenant: unbound, or bound twice in
+ * contradiction.
+ */
+const char *
+BoundTenant(void)
+{
+	BindingRefresh();
 	if (binding_conflict)
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -379,7 +408,7 @@ BoundTenant(void)
 				errhint("Bind the role itself with convctx.bind_role_tenant, or remove a binding with convctx.unbind_role_tenant."));
 	if (binding_kind == BINDING_NONE)
 	{
-		char	   *role = GetUserNameFromId(outer_user, false);
+		char	   *role = GetUserNameFromId(ConvctxInvoker(), false);
 		char	   *db = get_database_name(MyDatabaseId);
 
 		ereport(ERROR,
@@ -451,6 +480,12 @@ CurrentTenant(void)
 
 	if (bound == NULL)
 	{
+		if (CitusInternalBackend() && !TenantSetInThisTransaction() && ConvctxDistributed())
+			ereport(ERROR,
+					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					errmsg("the tenant of a call forwarded by another Citus node is not known on this node"),
+					errdetail("A role that acts for any tenant names it in convctx.tenant, which Citus carries to other nodes only as SET LOCAL, with citus.propagate_set_commands = 'local'."),
+					errhint("Add convctx to shared_preload_libraries on every node, so that such calls stay on the node they are sent to."));
 		if (convctx_tenant_scope == TENANT_SCOPE_TRANSACTION && !TenantSetInThisTransaction())
 			ereport(ERROR,
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -466,6 +501,24 @@ CurrentTenant(void)
 				errdetail("This session is bound to tenant \"%s\".", bound),
 				errhint("Reset convctx.tenant, or set it to \"%s\".", bound));
 	return cstring_to_text(bound);
+}
+
+/*
+ * Whether a call may be delegated to another Citus node with its tenant
+ * intact (citus.c): the session acts for the one tenant its role is bound
+ * to, and acts as its session user (the other node sees only the acting
+ * role). Never raises an error for the caller's bindings.
+ */
+bool
+TenantTravelsWithCall(void)
+{
+	Oid			session_user = GetSessionUserId();
+	Oid			outer_user = ConvctxInvoker();
+
+	if (outer_user != session_user)
+		return false;
+	BindingRefresh();
+	return binding_conflict == NULL && binding_kind == BINDING_TENANT;
 }
 
 /* The calling role's name, for the audit log. */
@@ -637,6 +690,7 @@ BindRole(const char *role, text *tenant_id)
 	if (SPI_processed > 0)
 		AuditBinding(tenant_id ? "bind_role_tenant" : "bind_role_all_tenants", role, tenant_id);
 	SPI_finish();
+	binding_valid = false;		/* on Citus no trigger says so (BindingRefresh) */
 }
 
 PG_FUNCTION_INFO_V1(convctx_bind_role_tenant_0_3);
@@ -696,6 +750,7 @@ convctx_unbind_role_tenant_0_3(PG_FUNCTION_ARGS)
 		AuditBinding("unbind_role_tenant", role, isnull ? NULL : DatumGetTextPP(tenant));
 	}
 	SPI_finish();
+	binding_valid = false;		/* on Citus no trigger says so (BindingRefresh) */
 	PG_RETURN_BOOL(removed);
 }
 

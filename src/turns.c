@@ -46,11 +46,13 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "convctx.h"
@@ -111,7 +113,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" VALUES ($1, $2, 1, 1)" \
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
-	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
+	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_UPSERT \
 	" RETURNING last_turn_no, identity_id"
 
 #define SESSION_UNTOUCH_SQL \
@@ -128,14 +130,14 @@ static SPIPlanPtr live_turn_no_plan = NULL;
  * Insert a new turn unless its request has one. Run with the session row
  * locked, in a statement of its own: its snapshot is taken after the lock,
  * so it sees every turn of the session committed before, and no other can
- * be added meanwhile. $1..$11 are the turn's columns, $12 its number, $13
+ * be added meanwhile. $1..$12 are the turn's columns, $13 its number, $14
  * its identity.
  */
 #define INSERT_TURN_SQL \
 	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
-	"       metadata, pipeline_name, consultant, repository)" \
-	" SELECT $1, $2, $3, $12, $4, $13, $5, $6, $7, $8, $9, $10, $11" \
+	"       metadata, pipeline_name, consultant, repository, created_at)" \
+	" SELECT $1, $2, $3, $13, $4, $14, $5, $6, $7, $8, $9, $10, $11, $12" \
 	"  WHERE NOT EXISTS (SELECT 1 FROM convctx.turn" \
 	"          WHERE " SESSION_KEY \
 	"            AND request_id OPERATOR(pg_catalog.=) $4 AND replaced_by_turn_id IS NULL)"
@@ -152,8 +154,9 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"WITH s AS (" SESSION_NEXT_TURN_SQL ")," \
 	" t AS (INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
-	"       metadata, pipeline_name, consultant, repository)" \
-	"   SELECT $1, $2, $3, s.last_turn_no, $4, s.identity_id, $5, $6, $7, $8, $9, $10, $11 FROM s" \
+	"       metadata, pipeline_name, consultant, repository, created_at)" \
+	"   SELECT $1, $2, $3, s.last_turn_no, $4, s.identity_id, $5, $6, $7, $8, $9, $10, $11, $12" \
+	"     FROM s" \
 	"   ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
 	"   DO NOTHING RETURNING 1)" \
 	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t) FROM s"
@@ -197,13 +200,12 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"                                       THEN true ELSE $6 END," \
 	"  metadata = CASE WHEN $7::pg_catalog.jsonb IS NULL THEN t.metadata" \
 	"                  ELSE COALESCE(t.metadata, '{}') OPERATOR(pg_catalog.||) $7 END," \
-	"  finalized_at = pg_catalog.statement_timestamp()" \
+	"  finalized_at = $8" \
 	" FROM s" \
 	" WHERE " SESSION_KEY_AT("t") \
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3" \
 	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
-	" RETURNING t.turn_no, s.summary_through_turn_no," \
-	"           CASE WHEN $7::pg_catalog.jsonb IS NOT NULL THEN t.metadata END"
+	" RETURNING t.turn_no, s.summary_through_turn_no, t.metadata"
 
 /* A summary that covers a turn finalized after it was written covers its answer too. */
 #define SUMMARY_COUNT_ANSWER_SQL \
@@ -229,7 +231,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"        translate_chat, question_neutral, answer_neutral, question_translated," \
 	"        answer_translated, answer_translated_is_fallback, metadata, record_version)" \
 	" SELECT tenant_id, session_id, $7, turn_no, request_id," \
-	"        identity_id, created_at, pg_catalog.statement_timestamp(), pipeline_name," \
+	"        identity_id, created_at, $8, pipeline_name," \
 	"        consultant, repository, translate_chat, question_neutral, $4, question_translated," \
 	"        CASE WHEN $5::pg_catalog.text IS NULL AND translate_chat THEN $4 ELSE $5 END," \
 	"        CASE WHEN $5::pg_catalog.text IS NOT NULL THEN false" \
@@ -238,7 +240,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"             ELSE COALESCE(metadata, '{}') OPERATOR(pg_catalog.||) $6 END," \
 	"        record_version OPERATOR(pg_catalog.+) 1" \
 	"   FROM old" \
-	" RETURNING CASE WHEN $6::pg_catalog.jsonb IS NOT NULL THEN metadata END"
+	" RETURNING metadata"
 
 /*
  * A fresh version 4 UUID. The random bytes come from pg_strong_random in
@@ -426,17 +428,22 @@ typedef struct NewTurn
 	text	   *repository;
 } NewTurn;
 
-/* The parameter types of APPEND_SQL ($1..$11) and INSERT_TURN_SQL ($1..$13). */
-static Oid	new_turn_argtypes[13] = {
+/* The parameter types of APPEND_SQL ($1..$12) and INSERT_TURN_SQL ($1..$14). */
+static Oid	new_turn_argtypes[14] = {
 	TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID, JSONBOID,
-	TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID
+	TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID
 };
 
-/* The turn's columns, $1..$11; INSERT_TURN_SQL adds its number and identity. */
+/*
+ * The turn's columns, $1..$12; INSERT_TURN_SQL adds its number and
+ * identity. Its time is the call's statement time, passed rather than
+ * taken in the statement: on Citus a statement may run on another node,
+ * whose statement began later.
+ */
 static void
 NewTurnColumns(text *tenant, NewTurn *t, pg_uuid_t *turn_id, Datum *values, char *nulls)
 {
-	memset(nulls, ' ', 13);
+	memset(nulls, ' ', 14);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(t->session_id);
 	values[2] = UUIDPGetDatum(turn_id);
@@ -448,6 +455,7 @@ NewTurnColumns(text *tenant, NewTurn *t, pg_uuid_t *turn_id, Datum *values, char
 	values[8] = PlanArg(t->pipeline_name, &nulls[8]);
 	values[9] = PlanArg(t->consultant, &nulls[9]);
 	values[10] = PlanArg(t->repository, &nulls[10]);
+	values[11] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
 }
 
 /*
@@ -464,7 +472,7 @@ AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
 	bool		isnull;
 	Datum		d;
 
-	SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 11, new_turn_argtypes), values, nulls,
+	SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 12, new_turn_argtypes), values, nulls,
 			   false, 0, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
@@ -494,9 +502,9 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 		SessionLinkLocked(tenant, t->session_id, *session_identity, t->identity_id, true);
 		*session_identity = t->identity_id;
 	}
-	values[11] = Int64GetDatum(*turn_no);
-	values[12] = PlanArg(*session_identity, &nulls[12]);
-	SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 13, new_turn_argtypes),
+	values[12] = Int64GetDatum(*turn_no);
+	values[13] = PlanArg(*session_identity, &nulls[13]);
+	SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 14, new_turn_argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT);
 	return SPI_processed > 0;
 }
@@ -537,8 +545,8 @@ StartTurn(text *tenant, NewTurn *t)
 {
 	/* Allocated before SPI_connect: it is returned after SPI_finish. */
 	pg_uuid_t  *turn_id = NewTurnId();
-	Datum		values[13];
-	char		nulls[13];
+	Datum		values[14];
+	char		nulls[14];
 	int64		turn_no;
 	text	   *session_identity;
 	bool		inserted;
@@ -691,9 +699,10 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 static bool
 RunFinalize(Datum *values, char *nulls)
 {
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID};
+	Oid			argtypes[8] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID,
+	TIMESTAMPTZOID};
 
-	SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 7, argtypes),
+	SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 8, argtypes),
 			   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
 	return SPI_processed > 0;
 }
@@ -703,7 +712,7 @@ RunFinalize(Datum *values, char *nulls)
  * metadata's size, and count the answer in the summary that covers it.
  */
 static void
-CountFinalized(Datum *values)
+CountFinalized(Datum *values, char *nulls)
 {
 	HeapTuple	row = SPI_tuptable->vals[0];
 	TupleDesc	desc = SPI_tuptable->tupdesc;
@@ -713,8 +722,8 @@ CountFinalized(Datum *values)
 	bool		unmerged;
 	Datum		merged = SPI_getbinval(row, desc, 3, &unmerged);
 
-	/* The merge happened in the statement: its error rolls it back. */
-	if (!unmerged)
+	/* The merge, if any ($7), happened in the statement: its error rolls it back. */
+	if (nulls[6] != 'n' && !unmerged)
 		CheckMetadataSize(merged);
 	if (!isnull && turn_no <= DatumGetInt64(through))
 	{
@@ -778,17 +787,19 @@ TurnAnswerParams(text *tenant, TurnAnswer *a, Datum *values, char *nulls)
 static void
 FinalizeTurn(text *tenant, TurnAnswer *a, bool *fallback)
 {
-	Datum		values[7];
-	char		nulls[7];
+	Datum		values[8];
+	char		nulls[8];
 
 	TurnAnswerParams(tenant, a, values, nulls);
 	values[5] = fallback ? BoolGetDatum(*fallback) : (Datum) 0;
 	nulls[5] = fallback ? ' ' : 'n';
 	values[6] = PlanArg(a->metadata, &nulls[6]);
+	values[7] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	nulls[7] = ' ';
 
 	SPI_connect();
 	if (RunFinalize(values, nulls))
-		CountFinalized(values);
+		CountFinalized(values, nulls);
 	else
 	{
 		/* Give back the answer counted in vain (nothing when no session). */
@@ -809,20 +820,23 @@ static pg_uuid_t *
 ReplaceTurn(text *tenant, TurnAnswer *a)
 {
 	pg_uuid_t  *new_id = NewTurnId();
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID, UUIDOID};
-	Datum		values[7];
-	char		nulls[7];
+	Oid			argtypes[8] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, JSONBOID, UUIDOID,
+	TIMESTAMPTZOID};
+	Datum		values[8];
+	char		nulls[8];
 
 	TurnAnswerParams(tenant, a, values, nulls);
 	values[5] = PlanArg(a->metadata, &nulls[5]);
 	values[6] = UUIDPGetDatum(new_id);
 	nulls[6] = ' ';
+	values[7] = TimestampTzGetDatum(GetCurrentStatementStartTimestamp());
+	nulls[7] = ' ';
 
 	SPI_connect();
 	/* Serialized with redaction, which must see every version it clears. */
 	if (!SessionLock(tenant, a->session_id))
 		ReportTurnNotFound(a->turn_id, a->session_id);
-	SpiRunPlan(SpiKeptPlan(&replace_plan, REPLACE_SQL, 7, argtypes),
+	SpiRunPlan(SpiKeptPlan(&replace_plan, REPLACE_SQL, 8, argtypes),
 			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
 		TurnStateCheck(tenant, a->session_id, a->turn_id, a->answer_neutral,
@@ -832,8 +846,12 @@ ReplaceTurn(text *tenant, TurnAnswer *a)
 		bool		unmerged;
 		Datum		merged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &unmerged);
 
-		/* The merge happened in the statement: its error rolls it back. */
-		if (!unmerged)
+		/*
+		 * The merge happened in the statement: its error rolls it back.
+		 * (Only the C side knows whether there was one: Citus cannot run
+		 * a RETURNING that names a parameter.)
+		 */
+		if (a->metadata && !unmerged)
 			CheckMetadataSize(merged);
 	}
 	SPI_finish();

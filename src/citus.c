@@ -1,0 +1,249 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.c
+ *	  Running on a Citus cluster: whether convctx's tables are distributed
+ *	  here, and which calls may be delegated to the node that holds their
+ *	  session.
+ *
+ * convctx.distribute() (SQL, in the install script) distributes the tables
+ * by session and registers the per-session functions with Citus's
+ * create_distributed_function, so that Citus may run a call such as
+ * SELECT convctx.start_turn('s1', ...) on the worker that holds session
+ * 's1' instead of on the coordinator ("delegation"). What changes in the
+ * C code once the tables are distributed (ConvctxDistributed):
+ *	- kept plans are custom plans: Citus cannot plan most of convctx's
+ *	  statements with their parameters unbound (spi_util.c);
+ *	- nothing reads a table's heap or index directly: on a Citus node the
+ *	  table is an empty shell and its rows live in shards (recent_turns.c,
+ *	  tenancy.c).
+ *
+ * The tenant of a delegated call. Citus sends the call itself to the
+ * worker, on a connection of its own made as the current user, but not the
+ * caller's settings: a convctx.tenant set by SET on the coordinator is
+ * unknown on the worker. A role bound to one tenant needs no setting: the
+ * worker finds the same binding in convctx.role_tenant (a reference table,
+ * on every node). For every other caller the tenant would be lost, so:
+ *	- on the node that plans the call, convctx's planner hook keeps such a
+ *	  call on that node (CitusKeepCallHere), where it runs as on a single
+ *	  server and its statements are routed to the shards by session; this
+ *	  needs convctx in shared_preload_libraries, so that the hook is there
+ *	  before the first call of a backend is planned (distribute() checks);
+ *	- on the node a call arrives at, a call of a role that may act for any
+ *	  tenant, in a backend Citus opened, is refused unless its transaction
+ *	  set convctx.tenant (tenancy.c): Citus carries SET LOCAL along when
+ *	  citus.propagate_set_commands = 'local'. Never the default tenant.
+ * Calls after SET ROLE stay on the planning node as well: the worker would
+ * see only the acting role, not the session user whose binding counts too.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/citus.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "nodes/primnodes.h"
+#include "parser/parsetree.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "convctx.h"
+
+/* Whether convctx.turn is a Citus table in this database: -1 not known. */
+static int	distributed = -1;
+static Oid	distributed_turn_relid = InvalidOid;
+
+/*
+ * create_distributed_table and undistribute_table invalidate the table's
+ * relcache entry; so do DROP and CREATE EXTENSION. Look again after one.
+ */
+static void
+DistributedInvalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == distributed_turn_relid)
+		distributed = -1;
+}
+
+void
+CitusInit(void)
+{
+	CacheRegisterRelcacheCallback(DistributedInvalidate, (Datum) 0);
+}
+
+/* Whether pg_dist_partition has a row for relid (read directly: no SPI). */
+static bool
+InDistPartition(Oid relid)
+{
+	Oid			dist_partition = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		found;
+
+	if (!OidIsValid(dist_partition))
+		return false;
+	rel = table_open(dist_partition, AccessShareLock);
+	/* the first column, logicalrelid, is a regclass */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The local shard of relid, a Citus reference table: the relation on this
+ * node that holds its rows (named after the table and its one shard id).
+ * ERROR 55000 when this node has none, so that no caller is taken for
+ * unbound by mistake.
+ */
+Oid
+CitusReferenceShard(Oid relid)
+{
+	Oid			dist_shard = get_relname_relid("pg_dist_shard", PG_CATALOG_NAMESPACE);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	int64		shardid = 0;
+	Oid			shard = InvalidOid;
+
+	if (OidIsValid(dist_shard))
+	{
+		rel = table_open(dist_shard, AccessShareLock);
+		/* logicalrelid (regclass) and shardid (bigint) are its first columns */
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+		scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+		if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			bool		isnull;
+			Datum		id = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
+
+			if (!isnull)
+				shardid = DatumGetInt64(id);
+		}
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+	}
+	if (shardid > 0)
+		shard = get_relname_relid(psprintf("%s_" INT64_FORMAT, get_rel_name(relid), shardid),
+								  get_rel_namespace(relid));
+	if (!OidIsValid(shard))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("table %s has no shard on this node", get_rel_name(relid)),
+				errdetail("convctx.distribute() makes it a reference table, which Citus copies to every node."),
+				errhint("On the coordinator, run SELECT citus_set_coordinator_host(...) and SELECT replicate_reference_tables()."));
+	return shard;
+}
+
+/*
+ * Whether convctx's tables are distributed by Citus in this database
+ * (convctx.distribute() was run), on the coordinator and on every worker
+ * (Citus copies its metadata to them). Cached until an invalidation.
+ */
+bool
+ConvctxDistributed(void)
+{
+	if (distributed < 0)
+	{
+		Oid			nsp = get_namespace_oid("convctx", true);
+		Oid			turn = OidIsValid(nsp) ? get_relname_relid("turn", nsp) : InvalidOid;
+
+		distributed_turn_relid = turn;
+		distributed = OidIsValid(turn) && OidIsValid(get_extension_oid("citus", true)) &&
+			InDistPartition(turn);
+	}
+	return distributed > 0;
+}
+
+/*
+ * Whether this backend was opened by another Citus node: Citus names its
+ * own connections so (application_name "citus_internal gpid=<n>"). A
+ * client that calls itself so only makes its calls stricter (tenancy.c).
+ */
+bool
+CitusInternalBackend(void)
+{
+	const char *name = application_name;
+
+	return name != NULL && strncmp(name, "citus_internal gpid=", 20) == 0;
+}
+
+/* The function of a query "SELECT f(...)" or "SELECT ... FROM f(...)", else NULL. */
+static FuncExpr *
+CalledFunction(Query *parse)
+{
+	FromExpr   *jt = parse->jointree;
+
+	if (parse->commandType != CMD_SELECT || jt == NULL || jt->quals != NULL ||
+		parse->cteList != NIL || parse->hasSubLinks)
+		return NULL;
+	if (jt->fromlist == NIL && list_length(parse->targetList) == 1)
+	{
+		TargetEntry *te = linitial_node(TargetEntry, parse->targetList);
+
+		return IsA(te->expr, FuncExpr) ? (FuncExpr *) te->expr : NULL;
+	}
+	if (list_length(jt->fromlist) == 1 && IsA(linitial(jt->fromlist), RangeTblRef))
+	{
+		RangeTblEntry *rte = rt_fetch(linitial_node(RangeTblRef, jt->fromlist)->rtindex,
+									  parse->rtable);
+
+		if (rte->rtekind == RTE_FUNCTION && list_length(rte->functions) == 1)
+		{
+			Node	   *expr = linitial_node(RangeTblFunction, rte->functions)->funcexpr;
+
+			return IsA(expr, FuncExpr) ? (FuncExpr *) expr : NULL;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * From the planner hook, before Citus plans a statement: when it calls a
+ * convctx function that Citus could delegate and the caller's tenant would
+ * not reach the worker (see the head of this file), add the condition
+ * "WHERE pg_backend_pid() IS NOT NULL". It is always true, but Citus
+ * delegates only a call without a WHERE clause, so the call runs here.
+ */
+void
+CitusKeepCallHere(Query *parse)
+{
+	FuncExpr   *call;
+	NullTest   *always;
+
+	/* a call that reached this node from another is not sent on by Citus */
+	if (CitusInternalBackend())
+		return;
+	call = CalledFunction(parse);
+	if (call == NULL || !ConvctxDistributed())
+		return;
+	if (get_func_namespace(call->funcid) != get_namespace_oid("convctx", true))
+		return;
+	if (TenantTravelsWithCall())
+		return;
+
+	always = makeNode(NullTest);
+	always->arg = (Expr *) makeFuncExpr(F_PG_BACKEND_PID, INT4OID, NIL, InvalidOid,
+										InvalidOid, COERCE_EXPLICIT_CALL);
+	always->nulltesttype = IS_NOT_NULL;
+	always->argisrow = false;
+	always->location = -1;
+	parse->jointree->quals = (Node *) always;
+}
