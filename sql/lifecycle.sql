@@ -169,7 +169,9 @@ SELECT session_id FROM convctx.session ORDER BY 1;
 -- turn retention deletes any old turn, tombstones and linked sessions included
 SET convctx.turn_retention = '1h';
 UPDATE convctx.turn SET created_at = now() - interval '2 hours' WHERE session_id = 'linked-old';
-SELECT convctx.redact_turn('linked-old', turn_id) FROM convctx.turn WHERE session_id = 'linked-old';
+-- (the ids first: on Citus, a call inside a query of convctx's tables runs on their shard's node)
+INSERT INTO ids SELECT 'linked-old-' || turn_no, turn_id FROM convctx.turn WHERE session_id = 'linked-old';
+SELECT convctx.redact_turn('linked-old', id) FROM ids WHERE name LIKE 'linked-old-%';
 SELECT convctx.purge();
 SELECT session_id, count(*) FROM convctx.turn GROUP BY 1 ORDER BY 1;
 RESET convctx.turn_retention;
@@ -185,7 +187,7 @@ RESET convctx.context_ttl;
 -- purge_all repeats until nothing is left
 SELECT count(convctx.start_turn('bulk-' || s, 'r' || i, 'q')) FROM generate_series(1, 20) s, generate_series(1, 5) i;
 UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE session_id LIKE 'bulk-%';
-CREATE TEMP TABLE purges_before AS SELECT count(*) AS n FROM convctx.audit_log WHERE action LIKE 'purge%';
+SELECT count(*) AS purges_before FROM convctx.audit_log WHERE action LIKE 'purge%' \gset
 -- a dozen passes: a short pause after each (test/t/018_purge_pause.pl looks at the pause)
 SET convctx.purge_pause = '1ms';
 CALL convctx.purge_all(7);
@@ -196,14 +198,14 @@ SELECT count(*) AS bulk_turns_left FROM convctx.turn WHERE session_id LIKE 'bulk
 -- purge_all's passes; which turns a pass takes follows the table's physical order, so its
 -- passes are checked together: each within the batch, together everything, none empty
 SELECT action, details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id
-LIMIT (SELECT n FROM purges_before);
+LIMIT :purges_before;
 SELECT bool_and((details->>'anonymous_turns')::int <= 7 AND (details->>'anonymous_sessions')::int <= 7) AS within_batch,
        sum((details->>'anonymous_turns')::int) AS turns,
        sum((details->>'anonymous_sessions')::int) AS sessions,
        sum((details->>'contexts')::int) AS contexts,
        sum((details->>'expired_turns')::int) AS expired_turns
 FROM (SELECT details FROM convctx.audit_log WHERE action LIKE 'purge%' ORDER BY logged_at, audit_id
-      OFFSET (SELECT n FROM purges_before)) p;
+      OFFSET :purges_before) p;
 SELECT count(*) AS empty_purge_rows FROM convctx.audit_log
 WHERE action = 'purge' AND details = '{"contexts": 0, "expired_turns": 0, "anonymous_turns": 0, "anonymous_sessions": 0}';
 -- two tenants: each tenant's row has that tenant's counts only, tenant C (untouched) none
@@ -245,7 +247,8 @@ SELECT convctx.schedule_retention(NULL);
 ------------------------------------------------------------------------------
 SELECT convctx.finalize_turn('view-s', convctx.start_turn('view-s', 'r1', 'q'), 'a') IS NOT NULL AS finalized;
 SELECT convctx.start_turn('view-s', 'r2', 'q') IS NOT NULL;
-SELECT convctx.redact_turn('view-s', turn_id) FROM convctx.turn WHERE session_id = 'view-s' AND request_id = 'r2';
+INSERT INTO ids SELECT 'view-s-r2', turn_id FROM convctx.turn WHERE session_id = 'view-s' AND request_id = 'r2';
+SELECT convctx.redact_turn('view-s', id) FROM ids WHERE name = 'view-s-r2';
 SET convctx.tenant = 'tenant-b';
 SELECT convctx.start_turn('view-s', 'r1', 'q', identity_id => 'user-b') IS NOT NULL;
 RESET convctx.tenant;
@@ -273,9 +276,11 @@ WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answer
 
 -- reads bounded to the newest turn numbers look further back when the tail is redacted
 SELECT count(convctx.finalize_turn('tail', convctx.start_turn('tail', 'r' || i, 'q' || i), 'a' || i)) FROM generate_series(1, 20) i;
-SELECT count(convctx.redact_turn('tail', turn_id)) FROM convctx.turn WHERE session_id = 'tail' AND turn_no > 12;
+INSERT INTO ids SELECT 'tail-' || turn_no, turn_id FROM convctx.turn WHERE session_id = 'tail' AND turn_no > 12;
+SELECT count(convctx.redact_turn('tail', id)) FROM ids WHERE name LIKE 'tail-%';
 SELECT string_agg(question_neutral, ' ') FROM convctx.recent_turns('tail', 5);
 SELECT jsonb_path_query_array(convctx.conversation_state('tail', 4), '$.recent_messages[*].text') AS window;
+CREATE TEMP TABLE tail_turns AS SELECT turn_no, turn_id FROM convctx.turn WHERE session_id = 'tail' AND turn_no <= 12;
 SELECT convctx.record_retrieval('tail', turn_id, jsonb_build_array(jsonb_build_object('id', 'c' || turn_no, 'text', 'x')))
-FROM convctx.turn WHERE session_id = 'tail' AND turn_no <= 12 ORDER BY turn_no;
+FROM tail_turns ORDER BY turn_no;
 SELECT jsonb_path_query_array(convctx.context_history('tail', 3), '$[*].chunk.id') AS history;

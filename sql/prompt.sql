@@ -24,6 +24,13 @@ CREATE FUNCTION pg_temp.state(s text, w integer DEFAULT 10) RETURNS jsonb LANGUA
          FROM jsonb_array_elements(st -> 'recent_messages') m))
     FROM convctx.conversation_state(s, w) st
 $$;
+-- A turn's id and a session's redaction generation, for the calls that take them. In
+-- functions of their own, so that the statement of a call reads no table of convctx: on
+-- Citus, a call inside a query of those tables runs on the node of their shard.
+CREATE FUNCTION pg_temp.turn_of(s text, r text) RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN RETURN (SELECT turn_id FROM convctx.turn WHERE session_id = s AND request_id = r); END $$;
+CREATE FUNCTION pg_temp.redactions_of(s text) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN RETURN (SELECT redactions FROM convctx.session WHERE session_id = s); END $$;
 
 ------------------------------------------------------------------------------
 -- conversation_state (a case from the apps it replaces: first message, summary over threshold)
@@ -66,18 +73,18 @@ SELECT s -> 'summary' AS summary, s -> 'needs_summary' AS needs_summary FROM con
 SELECT count(*) AS left_to_summarize FROM convctx.turns_to_summarize('conv-1');
 SELECT count(*) AS with_window_2 FROM convctx.turns_to_summarize('conv-1', 2);
 -- a newer summary replaces the older one
-SELECT convctx.set_summary('conv-1', 'Shorter summary.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
+SELECT convctx.set_summary('conv-1', 'Shorter summary.', pg_temp.turn_of('conv-1', 'q3'), pg_temp.redactions_of('conv-1'));
 SELECT summary, through_turn_no FROM convctx.session_summary;
 -- errors
 SELECT convctx.conversation_state(NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.conversation_state('conv-1', 0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT convctx.set_summary('conv-1', NULL, (SELECT id FROM ids WHERE name = 't1'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
+SELECT convctx.set_summary('conv-1', NULL, (SELECT id FROM ids WHERE name = 't1'), pg_temp.redactions_of('conv-1'));
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.set_summary('conv-1', 'x', NULL, 0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT convctx.set_summary('conv-1', 'x', '00000000-0000-4000-8000-000000000000', (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
+SELECT convctx.set_summary('conv-1', 'x', '00000000-0000-4000-8000-000000000000', pg_temp.redactions_of('conv-1'));
 \echo :LAST_ERROR_SQLSTATE
 SELECT convctx.turns_to_summarize('conv-1', -1);
 \echo :LAST_ERROR_SQLSTATE
@@ -262,11 +269,11 @@ SELECT pg_temp.try($$SELECT convctx.record_clarification('petition', (SELECT id 
 -- a summary that covers it goes, and a new one is asked for
 SELECT count(convctx.finalize_turn('conv-1', convctx.start_turn('conv-1', 'q' || i, 'question ' || i), 'answer ' || i))
 FROM generate_series(15, 16) i;
-SELECT convctx.set_summary('conv-1', 'Summary through q8.', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q8'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
+SELECT convctx.set_summary('conv-1', 'Summary through q8.', pg_temp.turn_of('conv-1', 'q8'), pg_temp.redactions_of('conv-1'));
 SELECT convctx.conversation_state('conv-1') -> 'needs_summary' AS needs_summary;
-SELECT convctx.redact_turn('conv-1', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q11'));
+SELECT convctx.redact_turn('conv-1', pg_temp.turn_of('conv-1', 'q11'));
 SELECT count(*) AS summaries FROM convctx.session_summary;
-SELECT convctx.redact_turn('conv-1', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q5'));
+SELECT convctx.redact_turn('conv-1', pg_temp.turn_of('conv-1', 'q5'));
 SELECT count(*) AS summaries FROM convctx.session_summary;
 SELECT s -> 'summary' AS summary, s -> 'needs_summary' AS needs_summary, s -> 'message_count' AS messages
 FROM convctx.conversation_state('conv-1') s;
@@ -279,7 +286,7 @@ SELECT count(*) AS retrievals FROM convctx.turn_retrieval WHERE session_id = 'la
 SELECT convctx.context_history('law');
 -- erasure
 SELECT convctx.link_session('user-1', 'conv-1');
-SELECT convctx.set_summary('conv-1', 'again', (SELECT turn_id FROM convctx.turn WHERE session_id = 'conv-1' AND request_id = 'q3'), (SELECT redactions FROM convctx.session WHERE session_id = 'conv-1'));
+SELECT convctx.set_summary('conv-1', 'again', pg_temp.turn_of('conv-1', 'q3'), pg_temp.redactions_of('conv-1'));
 SELECT convctx.erase_identity('user-1') > 0 AS erased;
 SELECT count(*) AS summaries FROM convctx.session_summary;
 SELECT convctx.render_conversation_state(convctx.conversation_state('conv-1'));
@@ -297,14 +304,14 @@ WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answer
 -- summaries keep counting right when the anonymous cap drops covered turns
 SET convctx.max_session_turns = 4;
 SELECT count(convctx.finalize_turn('capped', convctx.start_turn('capped', 'r' || i, 'q' || i), 'a' || i)) FROM generate_series(1, 4) i;
-SELECT convctx.set_summary('capped', 'first three', (SELECT turn_id FROM convctx.turn WHERE session_id = 'capped' AND request_id = 'r3'), (SELECT redactions FROM convctx.session WHERE session_id = 'capped'));
+SELECT convctx.set_summary('capped', 'first three', pg_temp.turn_of('capped', 'r3'), pg_temp.redactions_of('capped'));
 SELECT count(convctx.start_turn('capped', 'n' || i, 'q')) FROM generate_series(1, 2) i;
 SELECT turn_no, request_id FROM convctx.turn WHERE session_id = 'capped' ORDER BY turn_no;
 RESET convctx.max_session_turns;
 -- a covered turn finalized late counts too
 INSERT INTO ids SELECT 'late', convctx.start_turn('late', 'r1', 'q1');
 SELECT convctx.finalize_turn('late', convctx.start_turn('late', 'r2', 'q2'), 'a2');
-SELECT convctx.set_summary('late', 'both', (SELECT turn_id FROM convctx.turn WHERE session_id = 'late' AND request_id = 'r2'), (SELECT redactions FROM convctx.session WHERE session_id = 'late'));
+SELECT convctx.set_summary('late', 'both', pg_temp.turn_of('late', 'r2'), pg_temp.redactions_of('late'));
 SELECT convctx.finalize_turn('late', (SELECT id FROM ids WHERE name = 'late'), 'a1');
 -- the covered counts match the turns
 SELECT ss.session_id, ss.covered_messages, c.messages

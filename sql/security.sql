@@ -20,7 +20,7 @@ RESET client_min_messages;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
 GRANT SELECT, INSERT ON ids TO PUBLIC;
 -- Run a statement that should fail; show its SQLSTATE, message, detail and hint
--- with turn ids masked.
+-- with turn ids masked (and on Citus the shard number of a table).
 CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     detail text;
@@ -30,15 +30,18 @@ BEGIN
     RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+    RETURN regexp_replace(regexp_replace(SQLSTATE || ': ' || SQLERRM
                           || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
                           || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
+                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g'),
+                          '(table "[a-z_]+)_[0-9]{6,}"', '\1"', 'g');
 END $$;
 -- Every row of every table that belongs to a tenant, as JSON (called as the superuser,
 -- who is not subject to row-level security): the ground truth the checks compare with.
-CREATE FUNCTION pg_temp.tenant_rows(t text) RETURNS TABLE (tbl text, r jsonb) LANGUAGE sql AS $$
-    SELECT 'audit_log', to_jsonb(x) FROM convctx.audit_log x WHERE tenant_id = t
+-- (PL/pgSQL, not SQL: Citus cannot plan a SQL function's parameters.)
+CREATE FUNCTION pg_temp.tenant_rows(t text) RETURNS TABLE (tbl text, r jsonb) LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY SELECT 'audit_log', to_jsonb(x) FROM convctx.audit_log x WHERE tenant_id = t
     UNION ALL SELECT 'clarification', to_jsonb(x) FROM convctx.clarification x WHERE tenant_id = t
     UNION ALL SELECT 'conversation_context', to_jsonb(x) FROM convctx.conversation_context x WHERE tenant_id = t
     UNION ALL SELECT 'followup_phrase', to_jsonb(x) FROM convctx.followup_phrase x WHERE tenant_id = t
@@ -47,8 +50,8 @@ CREATE FUNCTION pg_temp.tenant_rows(t text) RETURNS TABLE (tbl text, r jsonb) LA
     UNION ALL SELECT 'session_link', to_jsonb(x) FROM convctx.session_link x WHERE tenant_id = t
     UNION ALL SELECT 'session_summary', to_jsonb(x) FROM convctx.session_summary x WHERE tenant_id = t
     UNION ALL SELECT 'turn', to_jsonb(x) FROM convctx.turn x WHERE tenant_id = t
-    UNION ALL SELECT 'turn_retrieval', to_jsonb(x) FROM convctx.turn_retrieval x WHERE tenant_id = t
-$$;
+    UNION ALL SELECT 'turn_retrieval', to_jsonb(x) FROM convctx.turn_retrieval x WHERE tenant_id = t;
+END $$;
 -- A snapshot of tenant B's rows, and how many rows differ from it now.
 CREATE TEMP TABLE b_snapshot (tbl text, r jsonb);
 CREATE FUNCTION pg_temp.b_changed_rows() RETURNS bigint LANGUAGE sql AS $$
@@ -138,7 +141,7 @@ ORDER BY 1;
 SELECT c.relname, c.reloptions FROM pg_catalog.pg_class c
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'v' ORDER BY 1;
 -- a role that is granted nothing can execute nothing and read nothing
-CREATE ROLE convctx_no_grants NOLOGIN;
+CREATE ROLE convctx_no_grants LOGIN;
 SELECT count(*) FILTER (WHERE has_function_privilege('convctx_no_grants', p.oid, 'EXECUTE')) AS executable,
        count(*) AS routines
 FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'convctx'::regnamespace;
@@ -172,10 +175,12 @@ DROP ROLE convctx_no_grants;
 ------------------------------------------------------------------------------
 -- 2. Two tenants with bound roles, and the same ids in both
 ------------------------------------------------------------------------------
-CREATE ROLE tenant_a_app NOLOGIN IN ROLE convctx_app;
-CREATE ROLE tenant_b_app NOLOGIN IN ROLE convctx_app;
-CREATE ROLE tenant_a_admin NOLOGIN IN ROLE convctx_admin;
-CREATE ROLE tenant_b_admin NOLOGIN IN ROLE convctx_admin;
+-- (Roles that may log in, as an app's do: on Citus a role's own reads of the tables reach
+-- the other nodes as that role.)
+CREATE ROLE tenant_a_app LOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_b_app LOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_a_admin LOGIN IN ROLE convctx_admin;
+CREATE ROLE tenant_b_admin LOGIN IN ROLE convctx_admin;
 SELECT convctx.bind_role_tenant('tenant_a_app', 'A'), convctx.bind_role_tenant('tenant_b_app', 'B'),
        convctx.bind_role_tenant('tenant_a_admin', 'A'), convctx.bind_role_tenant('tenant_b_admin', 'B');
 SELECT role_name, tenant_id FROM convctx.role_tenant ORDER BY role_name;
@@ -475,7 +480,7 @@ SELECT pg_temp.try($$UPDATE convctx.turn SET answer_neutral = 'x'$$);
 SELECT pg_temp.try($$INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('A', 'clarification', 'x')$$);
 RESET ROLE;
 -- a role explicitly granted DML on two tables still reaches A's rows only
-CREATE ROLE tenant_a_dml NOLOGIN;
+CREATE ROLE tenant_a_dml LOGIN;
 SELECT convctx.bind_role_tenant('tenant_a_dml', 'A');
 GRANT USAGE ON SCHEMA convctx TO tenant_a_dml;
 GRANT SELECT, INSERT, UPDATE, DELETE ON convctx.turn, convctx.conversation_context TO tenant_a_dml;
@@ -485,15 +490,19 @@ SELECT pg_temp.try($$SELECT count(*) FROM convctx.turn$$);
 SELECT pg_temp.try($$DELETE FROM convctx.turn WHERE tenant_id = 'B'$$);
 RESET ROLE;
 GRANT convctx_app TO tenant_a_dml;
-SET ROLE tenant_a_dml;
 -- a function in the query that is not leakproof runs after the policy: it never sees B's rows
-CREATE FUNCTION pg_temp.peek(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+-- (not a temporary function: on Citus the query runs on the nodes of the shards, which do
+-- not have the session's temporary objects)
+CREATE FUNCTION public.peek(t text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
 BEGIN
     RAISE NOTICE 'peek saw: %', t;
     RETURN true;
 END $$;
-SELECT count(*) FROM convctx.turn WHERE pg_temp.peek(tenant_id || ': ' || coalesce(question_neutral, '-'));
-DROP FUNCTION pg_temp.peek(text);
+SET ROLE tenant_a_dml;
+SELECT count(*) FROM convctx.turn WHERE public.peek(tenant_id || ': ' || coalesce(question_neutral, '-'));
+RESET ROLE;
+DROP FUNCTION public.peek(text);
+SET ROLE tenant_a_dml;
 -- UPDATE and DELETE of B's rows: 0 rows
 WITH u AS (UPDATE convctx.turn SET answer_neutral = 'hijacked' WHERE tenant_id = 'B' RETURNING 1)
 SELECT count(*) AS b_turns_updated FROM u;
@@ -520,8 +529,8 @@ SELECT pg_temp.try($$UPDATE convctx.conversation_context SET tenant_id = 'B'$$);
 BEGIN;
 SELECT pg_temp.try($$INSERT INTO convctx.conversation_context (tenant_id, conversation_id, context_json)
                      VALUES ('A', 'sx', '{}') ON CONFLICT (tenant_id, conversation_id) DO NOTHING$$);
-SELECT pg_temp.try($$INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral)
-                     VALUES ('A', 'sx', (SELECT id FROM ids WHERE name = 'b-sx'), 1, 'r1', 'A: same keys as B')$$);
+SELECT pg_temp.try(format($$INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, question_neutral)
+                     VALUES ('A', 'sx', %L, 1, 'r1', 'A: same keys as B')$$, (SELECT id FROM ids WHERE name = 'b-sx')));
 SELECT tenant_id, session_id, request_id, question_neutral FROM convctx.turn WHERE session_id = 'sx';
 ROLLBACK;
 RESET ROLE;
@@ -556,7 +565,7 @@ SELECT pg_temp.try($$SELECT convctx.purge()$$);
 RESET convctx.tenant;
 RESET ROLE;
 -- a role that is a member of a bound role (and unbound itself) acts for that tenant
-CREATE ROLE tenant_a_member NOLOGIN IN ROLE tenant_a_app;
+CREATE ROLE tenant_a_member LOGIN IN ROLE tenant_a_app;
 SET ROLE tenant_a_member;
 SELECT convctx.current_tenant(), convctx.recent_turns_json('s1');
 SET convctx.tenant = 'B';
@@ -571,7 +580,7 @@ SET ROLE tenant_a_member;
 SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 RESET ROLE;
 -- a member of roles bound to different tenants acts for neither
-CREATE ROLE tenant_ab_member NOLOGIN IN ROLE tenant_a_app, tenant_b_app;
+CREATE ROLE tenant_ab_member LOGIN IN ROLE tenant_a_app, tenant_b_app;
 SET ROLE tenant_ab_member;
 SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 SELECT pg_temp.try($$SELECT convctx.recent_turns_json('s1')$$);
@@ -628,7 +637,7 @@ SELECT tenant_id, action, details FROM convctx.audit_log
 WHERE action IN ('bind_role_tenant', 'bind_role_all_tenants', 'unbind_role_tenant') ORDER BY logged_at, audit_id;
 -- fail closed: a role that is bound to nothing acts for no tenant, whatever
 -- convctx.tenant says; every tenant-scoped function refuses it, with a hint
-CREATE ROLE tenant_free_app NOLOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_free_app LOGIN IN ROLE convctx_app;
 SET ROLE tenant_free_app;
 SELECT pg_temp.try($$SELECT convctx.current_tenant()$$);
 SET convctx.tenant = 'B';
@@ -663,7 +672,7 @@ RESET convctx.tenant;
 RESET ROLE;
 -- an administrator bound to every tenant manages bindings (a platform administrator);
 -- one bound to a tenant never does (above)
-CREATE ROLE tenant_platform_admin NOLOGIN IN ROLE convctx_admin;
+CREATE ROLE tenant_platform_admin LOGIN IN ROLE convctx_admin;
 SELECT convctx.bind_role_all_tenants('tenant_platform_admin');
 SET ROLE tenant_platform_admin;
 SELECT convctx.bind_role_tenant('tenant_free_app', 'B');
@@ -672,7 +681,7 @@ SELECT tenant, sessions FROM convctx.stats ORDER BY tenant;
 SELECT convctx.unbind_role_tenant('tenant_free_app');
 RESET ROLE;
 -- an unbound administrator can neither bind nor unbind, nor read anything
-CREATE ROLE tenant_unbound_admin NOLOGIN IN ROLE convctx_admin;
+CREATE ROLE tenant_unbound_admin LOGIN IN ROLE convctx_admin;
 SET ROLE tenant_unbound_admin;
 SELECT pg_temp.try($$SELECT convctx.bind_role_tenant('tenant_unbound_admin', 'A')$$);
 SELECT pg_temp.try($$SELECT convctx.bind_role_all_tenants('tenant_unbound_admin')$$);
@@ -707,7 +716,7 @@ RESET ROLE;
 RESET SESSION AUTHORIZATION;
 -- a session bound to A acting as a role bound to B acts for neither; nor does one
 -- bound to A acting as a role bound to every tenant
-CREATE ROLE tenant_a_login NOLOGIN IN ROLE tenant_b_app, tenant_platform_admin;
+CREATE ROLE tenant_a_login LOGIN IN ROLE tenant_b_app, tenant_platform_admin;
 SELECT convctx.bind_role_tenant('tenant_a_login', 'A');
 SET SESSION AUTHORIZATION tenant_a_login;
 SELECT convctx.current_tenant();
@@ -721,7 +730,7 @@ SELECT convctx.unbind_role_tenant('tenant_a_login');
 DROP ROLE tenant_a_login;
 -- a binding names the role: renamed, the role is bound to nothing (its calls fail,
 -- they do not fall back to the setting) until it is bound again under its new name
-CREATE ROLE tenant_a_renamed NOLOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_a_renamed LOGIN IN ROLE convctx_app;
 SELECT convctx.bind_role_tenant('tenant_a_renamed', 'A');
 ALTER ROLE tenant_a_renamed RENAME TO tenant_a_renamed2;
 SET ROLE tenant_a_renamed2;
@@ -746,8 +755,8 @@ SELECT role_name, tenant_id FROM convctx.unresolved_bindings();
 RESET ROLE;
 -- a group role bound to A is dropped: its members are bound to nothing, they do not
 -- fall back to convctx.tenant
-CREATE ROLE tenant_a_group NOLOGIN;
-CREATE ROLE tenant_a_grouped NOLOGIN IN ROLE tenant_a_group, convctx_app;
+CREATE ROLE tenant_a_group LOGIN;
+CREATE ROLE tenant_a_grouped LOGIN IN ROLE tenant_a_group, convctx_app;
 SELECT convctx.bind_role_tenant('tenant_a_group', 'A');
 SET ROLE tenant_a_grouped;
 SELECT convctx.current_tenant();
@@ -789,7 +798,7 @@ INSERT INTO b_snapshot SELECT * FROM pg_temp.tenant_rows('B');
 -- 6. A hostile role plants look-alikes of builtins in public and pg_temp: the
 -- SECURITY DEFINER functions, whose search_path is pinned, never call them
 ------------------------------------------------------------------------------
-CREATE ROLE tenant_a_hostile NOLOGIN IN ROLE convctx_app;
+CREATE ROLE tenant_a_hostile LOGIN IN ROLE convctx_app;
 SELECT convctx.bind_role_tenant('tenant_a_hostile', 'A');
 GRANT CREATE ON SCHEMA public TO tenant_a_hostile;
 -- the calls to make, with their arguments fixed now
