@@ -197,6 +197,7 @@ AS $distribute$
 DECLARE
     t record;
     f record;
+    trig record;
     preload text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
@@ -223,16 +224,14 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- Citus reaches the other nodes as the current user, and convctx
-    -- writes a refusal's audit row as convctx_audit (src/audit.c): it must
-    -- be able to log in there. It has no password: the nodes' pg_hba.conf
-    -- decides how it is let in, as for every other role of the cluster.
-    ALTER ROLE convctx_audit LOGIN;
-
-    DROP TRIGGER IF EXISTS session_deleted ON convctx.session;
-    DROP TRIGGER IF EXISTS session_truncated ON convctx.session;
-    DROP TRIGGER IF EXISTS role_tenant_changed ON convctx.role_tenant;
-    DROP TRIGGER IF EXISTS role_tenant_truncated ON convctx.role_tenant;
+    -- (Citus refuses DROP TRIGGER IF EXISTS on a table it has distributed.)
+    FOR trig IN
+        SELECT tg.tgname, tg.tgrelid::pg_catalog.regclass AS rel FROM pg_catalog.pg_trigger tg
+         WHERE tg.tgrelid IN ('convctx.session'::pg_catalog.regclass, 'convctx.role_tenant'::pg_catalog.regclass)
+           AND tg.tgname IN ('session_deleted', 'session_truncated', 'role_tenant_changed', 'role_tenant_truncated')
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig.tgname, trig.rel);
+    END LOOP;
 
     FOR t IN
         SELECT * FROM (VALUES
@@ -254,6 +253,9 @@ BEGIN
         ELSE
             PERFORM pg_catalog.create_distributed_table(t.rel, t.col, colocate_with => t.colocate);
         END IF;
+        -- The rows are copied to the shards; the table's own copy would stay
+        -- on disk where redaction, erasure and purge never reach it.
+        PERFORM pg_catalog.truncate_local_data_after_distributing_table(t.rel);
     END LOOP;
 
     FOR f IN

@@ -117,8 +117,16 @@ AuditWriteAutonomous(text *tenant, const char *action, text *session_id,
 	args[5] = identity_id ? text_to_cstring(identity_id) : NULL;
 	args[6] = details_json;
 
-	audit_role = get_role_oid(AUDIT_ROLE, true);
-	if (!OidIsValid(audit_role))
+	/*
+	 * On Citus the row goes to the node of the tenant's shard, over a
+	 * connection Citus opens as the current user, and convctx_audit cannot
+	 * log in: there the worker writes it as the extension's owner, with the
+	 * same fixed statement.
+	 */
+	if (ConvctxDistributed())
+		written = WorkerRunSql(MyDatabaseId, ConvctxOwner(), WORKER_AUTONOMOUS | WORKER_AS_OWNER,
+							   AUDIT_INSERT_SQL, 7, args, &result, &error, &sqlstate);
+	else if (!OidIsValid(audit_role = get_role_oid(AUDIT_ROLE, true)))
 	{
 		written = false;
 		error = psprintf("role \"%s\" does not exist", AUDIT_ROLE);

@@ -43,6 +43,8 @@
 #include "convctx.h"
 
 static SPIPlanPtr list_plan = NULL;
+static SPIPlanPtr list_distributed_plan = NULL;
+static SPIPlanPtr list_row_plan = NULL;
 static SPIPlanPtr title_plan = NULL;
 static SPIPlanPtr title_exists_plan = NULL;
 static SPIPlanPtr turn_range_plan = NULL;
@@ -65,13 +67,14 @@ static SPIPlanPtr replay_plan = NULL;
  * its white space and cuts it. No backslash in the statement: its text
  * must not depend on standard_conforming_strings when it is prepared.
  */
-#define DEFAULT_TITLE_OF(alias) \
+#define DEFAULT_TITLE_OF(alias) DEFAULT_TITLE_FOR(alias ".session_id")
+#define DEFAULT_TITLE_FOR(session_id) \
 	"(SELECT pg_catalog.\"left\"(pg_catalog.ltrim(q.question_neutral, ' ' OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " * 4)" \
 	"    FROM convctx.turn q" \
-	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) " alias ".session_id" \
+	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) " session_id \
 	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \
 	"   ORDER BY q.turn_no LIMIT 1)"
 
@@ -92,7 +95,25 @@ static SPIPlanPtr replay_plan = NULL;
  * every row of a bin newer than the last one read was read. They come on
  * every row, and on a row of NULLs when the page is empty.
  */
-#define LIST_SQL \
+#define LIST_SQL LIST_SQL_WITH(DEFAULT_TITLE_OF("p"), LINKED_LATER_OF("p"))
+
+/* Whether session alias was linked after it was created. */
+#define LINKED_LATER_OF(alias) \
+	"(SELECT l.linked_at OPERATOR(pg_catalog.>) " alias ".created_at FROM convctx.session_link l" \
+	"  WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) " alias ".session_id)"
+
+/*
+ * On Citus the subqueries per row, which Citus cannot run over the rows of
+ * another query, come after, one statement per row (LIST_ROW_SQL: $1
+ * tenant, $2 session, $3 its created_at).
+ */
+#define LIST_DISTRIBUTED_SQL LIST_SQL_WITH("NULL::pg_catalog.text", "NULL::pg_catalog.bool")
+#define LIST_ROW_SQL \
+	"SELECT " DEFAULT_TITLE_FOR("$2") "," \
+	"       (SELECT l.linked_at OPERATOR(pg_catalog.>) $3 FROM convctx.session_link l" \
+	"         WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) $2)"
+
+#define LIST_SQL_WITH(default_title, linked_later) \
 	"WITH w AS (SELECT s.session_id, s.activity_bin, s.last_activity_at, s.created_at," \
 	"                  s.live_turns, s.title" \
 	"             FROM convctx.session s" \
@@ -108,10 +129,8 @@ static SPIPlanPtr replay_plan = NULL;
 	"           OR (w.last_activity_at OPERATOR(pg_catalog.=) $3 AND w.session_id OPERATOR(pg_catalog.>) $4)" \
 	"        ORDER BY w.activity_bin DESC, w.last_activity_at DESC, w.session_id LIMIT $5)" \
 	"SELECT p.session_id, p.title," \
-	"       CASE WHEN p.title IS NULL AND p.session_id IS NOT NULL THEN " DEFAULT_TITLE_OF("p") " END," \
-	"       p.created_at, p.last_activity_at, p.live_turns," \
-	"       (SELECT l.linked_at OPERATOR(pg_catalog.>) p.created_at FROM convctx.session_link l" \
-	"         WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) p.session_id)," \
+	"       CASE WHEN p.title IS NULL AND p.session_id IS NOT NULL THEN " default_title " END," \
+	"       p.created_at, p.last_activity_at, p.live_turns, " linked_later "," \
 	"       p.activity_bin, c.n, c.last_bin" \
 	"  FROM (SELECT pg_catalog.count(*) AS n, pg_catalog.min(w.activity_bin) AS last_bin FROM w) c" \
 	"  LEFT JOIN p ON true" \
@@ -317,6 +336,10 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 	int64		entries = (int64) page_size + 16;
 	TimestampTz down_to;
 	uint64		i;
+	bool		distributed = ConvctxDistributed();
+	bool		isnull;
+	SPITupleTable *page;
+	uint64		page_rows;
 
 	if (cursor != NULL)
 		ReadListCursor(cursor, &activity, &after_session);
@@ -345,8 +368,12 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		values[5] = Int64GetDatum(entries);
 		nulls[5] = whole_bins ? 'n' : ' ';
 		values[6] = TimestampTzGetDatum(down_to);
-		SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 7, argtypes), values, nulls, true, 0,
-				   SPI_OK_SELECT);
+		if (distributed)
+			SpiRunPlan(SpiKeptPlan(&list_distributed_plan, LIST_DISTRIBUTED_SQL, 7, argtypes),
+					   values, nulls, true, 0, SPI_OK_SELECT);
+		else
+			SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 7, argtypes), values, nulls, true, 0,
+					   SPI_OK_SELECT);
 		read = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull));
 		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		rows = isnull ? 0 : SPI_processed;
@@ -375,20 +402,38 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
-	for (i = 0; i < SPI_processed; i++)
+	page = SPI_tuptable;
+	page_rows = SPI_processed;
+	for (i = 0; i < page_rows; i++)
 	{
-		HeapTuple	row = SPI_tuptable->vals[i];
-		TupleDesc	rd = SPI_tuptable->tupdesc;
+		HeapTuple	row = page->vals[i];
+		TupleDesc	rd = page->tupdesc;
 		Datum		out[8];
 		bool		nulls[8];
 		bool		title_null;
 		bool		default_null;
 		Datum		title = SPI_getbinval(row, rd, 2, &title_null);
 		Datum		default_title = SPI_getbinval(row, rd, 3, &default_null);
+		Datum		linked;
+		bool		linked_null;
 
 		out[0] = SPI_getbinval(row, rd, 1, &nulls[0]);
 		if (nulls[0])
 			break;				/* the row of an empty page */
+		linked = SPI_getbinval(row, rd, 7, &linked_null);
+		if (distributed)
+		{
+			Oid			rowtypes[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+			Datum		rowvalues[3] = {PointerGetDatum(tenant), out[0],
+			SPI_getbinval(row, rd, 4, &isnull)};
+
+			SpiRunPlan(SpiKeptPlan(&list_row_plan, LIST_ROW_SQL, 3, rowtypes), rowvalues, NULL,
+					   true, 0, SPI_OK_SELECT);
+			default_title = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										  &default_null);
+			default_null = default_null || !title_null;
+			linked = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &linked_null);
+		}
 		/* the app's title, else the first live question */
 		out[1] = title_null ? (default_null ? (Datum) 0
 							   : PointerGetDatum(DefaultTitle(DatumGetTextPP(default_title)))) : title;
@@ -398,7 +443,8 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		out[3] = SPI_getbinval(row, rd, 4, &nulls[3]);
 		out[4] = SPI_getbinval(row, rd, 5, &nulls[4]);
 		out[5] = SPI_getbinval(row, rd, 6, &nulls[5]);
-		out[6] = SPI_getbinval(row, rd, 7, &nulls[6]);
+		out[6] = linked;
+		nulls[6] = linked_null;
 		if (nulls[6])
 			out[6] = BoolGetDatum(false), nulls[6] = false;
 		out[7] = PointerGetDatum(ListCursor(DatumGetTimestampTz(out[4]), DatumGetTextPP(out[0])));

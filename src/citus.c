@@ -51,8 +51,10 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "libpq/libpq-be.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "nodes/primnodes.h"
 #include "parser/parsetree.h"
@@ -174,15 +176,32 @@ ConvctxDistributed(void)
 
 /*
  * Whether this backend was opened by another Citus node: Citus names its
- * own connections so (application_name "citus_internal gpid=<n>"). A
- * client that calls itself so only makes its calls stricter (tenancy.c).
+ * own connections so (application_name "citus_internal gpid=<n>" in the
+ * startup packet; the setting, which a statement can change, is not
+ * looked at). A client that calls itself so only makes its calls
+ * stricter (tenancy.c).
  */
 bool
 CitusInternalBackend(void)
 {
-	const char *name = application_name;
+	/* as sent when the connection started: a query cannot change it */
+	const char *name = MyProcPort ? MyProcPort->application_name : NULL;
 
 	return name != NULL && strncmp(name, "citus_internal gpid=", 20) == 0;
+}
+
+/*
+ * ERROR 0A000 for a function that does not run on a distributed cluster:
+ * its statements read many sessions at once in ways Citus cannot plan.
+ */
+void
+CitusRefuse(const char *function, const char *hint)
+{
+	ereport(ERROR,
+			errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			errmsg("%s does not run on a distributed cluster", function),
+			errdetail("convctx's tables are distributed by Citus in this database (convctx.distribute())."),
+			errhint("%s", hint));
 }
 
 /* The function of a query "SELECT f(...)" or "SELECT ... FROM f(...)", else NULL. */
@@ -215,29 +234,62 @@ CalledFunction(Query *parse)
 	return NULL;
 }
 
+/* Whether node calls a function of schema convctx (nspoid), in any subquery too. */
+static bool
+CallsConvctx(Node *node, Oid *nspoid)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr) &&
+		get_func_namespace(((FuncExpr *) node)->funcid) == *nspoid)
+		return true;
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, CallsConvctx, nspoid, 0);
+	return expression_tree_walker(node, CallsConvctx, nspoid);
+}
+
 /*
- * From the planner hook, before Citus plans a statement: when it calls a
- * convctx function that Citus could delegate and the caller's tenant would
- * not reach the worker (see the head of this file), add the condition
- * "WHERE pg_backend_pid() IS NOT NULL". It is always true, but Citus
- * delegates only a call without a WHERE clause, so the call runs here.
+ * From the planner hook, before Citus plans a statement. Citus delegates
+ * a statement of the form SELECT f(...) or SELECT ... FROM f(...) as it
+ * looks after standard_planner: a lone subquery or CTE pulled up, an SQL
+ * function inlined. So:
+ *	- a lone subquery or CTE that calls convctx is kept here for everyone
+ *	  (Citus 13.2 crashes deparsing such a delegated call);
+ *	- for a caller whose tenant would not reach the worker, every call
+ *	  without a WHERE clause is kept here, whatever function it names (an
+ *	  SQL function may inline into a convctx call).
+ * Returns whether the plan depends on the caller (for dependsOnRole).
  */
-void
+bool
 CitusKeepCallHere(Query *parse)
 {
 	FuncExpr   *call;
 	NullTest   *always;
+	Oid			nsp;
+	FromExpr   *jt = parse->jointree;
 
 	/* a call that reached this node from another is not sent on by Citus */
 	if (CitusInternalBackend())
-		return;
+		return false;
+	if (parse->commandType != CMD_SELECT || jt == NULL || jt->quals != NULL ||
+		!ConvctxDistributed())
+		return false;
+	nsp = get_namespace_oid("convctx", true);
 	call = CalledFunction(parse);
-	if (call == NULL || !ConvctxDistributed())
-		return;
-	if (get_func_namespace(call->funcid) != get_namespace_oid("convctx", true))
-		return;
-	if (TenantTravelsWithCall())
-		return;
+	if (call == NULL)
+	{
+		RangeTblEntry *rte;
+
+		if (list_length(jt->fromlist) != 1 || !IsA(linitial(jt->fromlist), RangeTblRef))
+			return false;
+		rte = rt_fetch(linitial_node(RangeTblRef, jt->fromlist)->rtindex, parse->rtable);
+		if (rte->rtekind != RTE_SUBQUERY && rte->rtekind != RTE_CTE)
+			return false;
+		if (!CallsConvctx((Node *) parse, &nsp))
+			return false;
+	}
+	else if (TenantTravelsWithCall())
+		return true;
 
 	always = makeNode(NullTest);
 	always->arg = (Expr *) makeFuncExpr(F_PG_BACKEND_PID, INT4OID, NIL, InvalidOid,
@@ -245,5 +297,6 @@ CitusKeepCallHere(Query *parse)
 	always->nulltesttype = IS_NOT_NULL;
 	always->argisrow = false;
 	always->location = -1;
-	parse->jointree->quals = (Node *) always;
+	jt->quals = (Node *) always;
+	return true;
 }

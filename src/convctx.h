@@ -69,7 +69,8 @@ extern void CitusInit(void);
 extern bool ConvctxDistributed(void);
 extern bool CitusInternalBackend(void);
 extern Oid	CitusReferenceShard(Oid relid);
-extern void CitusKeepCallHere(Query *parse);
+extern void CitusRefuse(const char *function, const char *hint);
+extern bool CitusKeepCallHere(Query *parse);
 
 /* Argument checks (convctx.c) */
 extern void ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
@@ -202,6 +203,7 @@ extern bool AuditWriteAutonomous(text *tenant, const char *action, text *session
 /* Statements run by a background worker in a transaction of its own (worker.c) */
 #define WORKER_AUTONOMOUS		0x01	/* survive the caller's cancel (audit rows) */
 #define WORKER_CHECK_PG_CRON	0x02	/* check the cron objects belong to pg_cron */
+#define WORKER_AS_OWNER			0x04	/* with AUTONOMOUS: the extension's owner may act (Citus) */
 extern bool WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
 						 const char **args, char **result, char **error, int *sqlstate);
 extern void CronCheckMembers(void);
@@ -246,5 +248,6 @@ typedef struct OwnerSwitch
 extern void ActAsOwner(OwnerSwitch *sw);
 extern void ActAsCaller(OwnerSwitch *sw);
 extern Oid	ConvctxInvoker(void);
+extern Oid	ConvctxOwner(void);
 
 #endif							/* CONVCTX_H */

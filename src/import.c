@@ -1591,6 +1591,9 @@ convctx_import_records(PG_FUNCTION_ARGS)
 	text	   *on_conflict;
 	int			t;
 
+	if (ConvctxDistributed())
+		CitusRefuse("convctx.import_records()",
+					"Import into a single server first, then distribute with convctx.distribute().");
 	ArgNotNull(fcinfo, 0, "records");
 	lines = PG_GETARG_ARRAYTYPE_P(0);
 	on_conflict = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);

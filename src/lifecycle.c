@@ -1065,11 +1065,22 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
  * row that belongs to it: on Citus no trigger does that (session_deleted
  * below).
  */
+/*
+ * The oldest expired anonymous sessions, $2 of them: the pass takes as
+ * many as it can lock of them (see CITUS_SESSIONS_SLACK).
+ */
 #define CITUS_EXPIRED_SESSIONS_SQL(scope) \
 	"SELECT tenant_id, session_id, last_turn_no FROM convctx.session" \
 	" WHERE identity_id IS NULL" scope("activity_bin") \
 	"   AND last_activity_at OPERATOR(pg_catalog.<)" CUTOFF \
 	" ORDER BY activity_bin, tenant_id, session_id LIMIT $2"
+
+/*
+ * Candidates read beyond the batch, so that a pass that finds the first
+ * ones locked (by another purge, say) goes on to the next, as SKIP LOCKED
+ * does on a single server.
+ */
+#define CITUS_SESSIONS_SLACK 64
 
 /* $1 tenant, $2 session, $3 session_ttl */
 #define CITUS_SESSION_LOCK_SQL \
@@ -1251,7 +1262,8 @@ static void
 PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
 	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
-	Datum		values[3] = {Int32GetDatum(convctx_session_ttl), Int32GetDatum(batch),
+	Datum		values[3] = {Int32GetDatum(convctx_session_ttl),
+		Int32GetDatum(batch > INT32_MAX - CITUS_SESSIONS_SLACK ? INT32_MAX : batch + CITUS_SESSIONS_SLACK),
 	PointerGetDatum(tenant)};
 	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
 	int			one = tenant ? 1 : 0;
@@ -1278,11 +1290,11 @@ PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 		int64		last_turn_no;
 		bool		isnull;
 
-		turns += Max(DatumGetInt64(CANDIDATE(&c, i, 2)), 1);
 		SpiRunPlan(SpiKeptPlan(&citus_session_lock_plan, CITUS_SESSION_LOCK_SQL, 3, locktypes),
 				   lockvalues, NULL, false, 0, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			continue;			/* busy, or no longer expired or anonymous */
+		turns += Max(DatumGetInt64(CANDIDATE(&c, i, 2)), 1);
 		SpiRunPlan(SpiKeptPlan(&citus_session_turns_delete_plan, CITUS_SESSION_TURNS_DELETE_SQL,
 							   3, deltypes),
 				   delvalues, NULL, false, 0, SPI_OK_SELECT);

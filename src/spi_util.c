@@ -144,8 +144,13 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	 */
 	if (keyed_query == NULL || query_string != keyed_query)
 	{
-		CitusKeepCallHere(parse);
-		return NextPlanner(parse, query_string, cursor_options, bound_params);
+		bool		by_caller = CitusKeepCallHere(parse);
+
+		result = NextPlanner(parse, query_string, cursor_options, bound_params);
+		/* planned for this role: a cached plan is planned again for another (SET ROLE) */
+		if (by_caller)
+			result->dependsOnRole = true;
+		return result;
 	}
 
 	/* An error unwinds the nest level with the (sub)transaction. */
@@ -274,6 +279,15 @@ Oid
 ConvctxInvoker(void)
 {
 	return owner_depth > 0 ? owner_invoker : GetUserId();
+}
+
+/* The extension's owner (CatalogCheck). */
+Oid
+ConvctxOwner(void)
+{
+	if (!catalog_checked)
+		CatalogCheck();
+	return convctx_owner;
 }
 
 /*

@@ -52,6 +52,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/trigger.h"
@@ -107,11 +108,19 @@ static BindingKind binding_kind = BINDING_NONE;
 static char *binding_tenant = NULL; /* BINDING_TENANT: the tenant */
 static char *binding_conflict = NULL;	/* set: contradictory bindings */
 
+/*
+ * On Citus: a role that a member bound elsewhere can SET ROLE to. Another
+ * node sees only the acting role, not that member's binding, which on a
+ * single server makes the session act for no tenant.
+ */
+static bool binding_taken_on = false;
+
 static void
 BindingReset(void)
 {
 	binding_valid = false;
 	binding_kind = BINDING_NONE;
+	binding_taken_on = false;
 	if (binding_tenant)
 		pfree(binding_tenant);
 	if (binding_conflict)
@@ -302,6 +311,38 @@ BindingRows(Oid relid, int *nrows_out)
 }
 
 /*
+ * Whether a role other than role that is a member of it (and so may SET
+ * ROLE to it) is bound otherwise than kind/tenant, among rows. Walks every
+ * role: only on Citus, once per transaction (BindingRefresh).
+ */
+static bool
+BindingTakenOn(Oid role, BindingKind kind, const char *tenant, BindingRow *rows, int nrows)
+{
+	Relation	rel = table_open(AuthIdRelationId, AccessShareLock);
+	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	HeapTuple	tup;
+	bool		taken_on = false;
+
+	while (!taken_on && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Oid			member = ((Form_pg_authid) GETSTRUCT(tup))->oid;
+		BindingKind k;
+		char	   *t;
+		char	   *problem = NULL;
+
+		if (member == role || !is_member_of_role_nosuper(member, role))
+			continue;
+		RoleBinding(member, rows, nrows, &k, &t, &problem);
+		taken_on = problem != NULL ||
+			(k != BINDING_NONE &&
+			 (k != kind || (k == BINDING_TENANT && strcmp(t, tenant) != 0)));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return taken_on;
+}
+
+/*
  * Work out what a session whose session user is session_user and whose
  * acting role (SET ROLE) is outer_user may act for, and cache it.
  */
@@ -355,6 +396,8 @@ BindingLoad(Oid session_user, Oid outer_user)
 		binding_kind = kind;
 		if (kind == BINDING_TENANT)
 			binding_tenant = MemoryContextStrdup(TopMemoryContext, tenant);
+		if (kind != BINDING_NONE && ConvctxDistributed())
+			binding_taken_on = BindingTakenOn(outer_user, kind, tenant, rows, nrows);
 	}
 	/* without the table nothing is cached: it may be created later */
 	binding_valid = OidIsValid(relid);
@@ -478,6 +521,13 @@ CurrentTenant(void)
 				errmsg("convctx.tenant is too long"),
 				errdetail("A tenant id has at most %d bytes.", CONVCTX_MAX_ID_BYTES));
 
+	if (binding_taken_on && CitusInternalBackend())
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("role \"%s\" acts for no tenant in a call forwarded by another Citus node",
+					   GetUserNameFromId(ConvctxInvoker(), false)),
+				errdetail("A member of the role bound to another tenant may act as it, and this node cannot tell whether the call comes from such a member."),
+				errhint("Call convctx on the node the session is connected to; calls of this role stay there."));
 	if (bound == NULL)
 	{
 		if (CitusInternalBackend() && !TenantSetInThisTransaction() && ConvctxDistributed())
@@ -518,7 +568,11 @@ TenantTravelsWithCall(void)
 	if (outer_user != session_user)
 		return false;
 	BindingRefresh();
-	return binding_conflict == NULL && binding_kind == BINDING_TENANT;
+	if (binding_conflict != NULL || binding_kind != BINDING_TENANT || binding_taken_on)
+		return false;
+	/* a setting naming another tenant is an error, raised here, not there */
+	return convctx_tenant == NULL || convctx_tenant[0] == '\0' ||
+		strcmp(convctx_tenant, binding_tenant) == 0;
 }
 
 /* The calling role's name, for the audit log. */

@@ -541,7 +541,8 @@ convctx_sql_worker_main(Datum main_arg)
 			ereport(ERROR,
 					errcode(ERRCODE_UNDEFINED_OBJECT),
 					errmsg("role with OID %u does not exist", payload->role));
-		if ((payload->flags & WORKER_AUTONOMOUS) && superuser_arg(payload->role))
+		if ((payload->flags & WORKER_AUTONOMOUS) && !(payload->flags & WORKER_AS_OWNER) &&
+			superuser_arg(payload->role))
 			ereport(ERROR,
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					errmsg("role \"%s\" is a superuser", GetUserNameFromId(payload->role, false)),
