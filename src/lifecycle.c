@@ -1091,6 +1091,30 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	" FOR UPDATE SKIP LOCKED"
 
 /*
+ * SESSION_COUNTS_ADJUST_D and SUMMARY_COVERED_ADJUST_D for the one session
+ * $1, $2 of the statement: keyed by it, so that Citus sends the updates to
+ * that session's shard, not to every shard (which would also serialize
+ * concurrent passes on Citus's shard locks).
+ */
+#define CITUS_COUNTS_ADJUST_D \
+	" adj AS (UPDATE convctx.session s" \
+	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
+	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
+	"   FROM (SELECT pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
+	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
+	"                                   AND finalized_at IS NOT NULL) AS answers" \
+	"           FROM d) a" \
+	"  WHERE " SESSION_KEY_AT("s") " AND a.turns OPERATOR(pg_catalog.>) 0)," \
+	" sadj AS (UPDATE convctx.session_summary ss" \
+	"   SET covered_messages = ss.covered_messages OPERATOR(pg_catalog.-) a.msgs" \
+	"   FROM (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(d.finalized_at) AS msgs" \
+	"           FROM d JOIN convctx.session_summary s2" \
+	"             ON " SESSION_KEY_AT("s2") \
+	"            AND d.turn_no OPERATOR(pg_catalog.<=) s2.through_turn_no" \
+	"          WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL) a" \
+	"  WHERE " SESSION_KEY_AT("ss") " AND a.msgs OPERATOR(pg_catalog.>) 0)"
+
+/*
  * $1 tenant, $2 session, $3 at most that many of its turns, with the
  * session's counts adjusted as EXPIRED_SESSION_TURNS_SQL does.
  */
@@ -1099,7 +1123,7 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	"   AND turn_id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
 	"     SELECT turn_id FROM convctx.turn WHERE " SESSION_KEY " LIMIT $3))" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
-	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D \
+	CITUS_COUNTS_ADJUST_D \
 	" SELECT pg_catalog.count(*) FROM d"
 #define CITUS_SESSION_SUMMARY_DELETE_SQL "DELETE FROM convctx.session_summary WHERE " SESSION_KEY
 #define CITUS_SESSION_RETRIEVALS_DELETE_SQL "DELETE FROM convctx.turn_retrieval WHERE " SESSION_KEY
@@ -1109,9 +1133,14 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	"DELETE FROM convctx.session s WHERE " SESSION_KEY_AT("s") \
 	"   AND NOT EXISTS (SELECT 1 FROM convctx.turn t WHERE " SESSION_KEY_AT("t") ")" \
 	" RETURNING s.last_turn_no"
+/* its context, unless another purge holds it (as EMPTIED_SESSIONS_SQL) */
 #define CITUS_SESSION_CONTEXT_DELETE_SQL \
-	"DELETE FROM convctx.conversation_context" \
-	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2"
+	"WITH l AS (SELECT 1 FROM convctx.conversation_context" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2" \
+	"   FOR UPDATE SKIP LOCKED)" \
+	" DELETE FROM convctx.conversation_context" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2" \
+	"   AND EXISTS (SELECT 1 FROM l)"
 
 #define CITUS_EXPIRED_TURNS_SQL(scope) \
 	"SELECT tenant_id, session_id, turn_id FROM convctx.turn" \
@@ -1127,7 +1156,7 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	"WITH d AS (DELETE FROM convctx.turn WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.uuid[])" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
-	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D "," \
+	CITUS_COUNTS_ADJUST_D "," \
 	" r AS (DELETE FROM convctx.turn_retrieval x WHERE " SESSION_KEY_AT("x") \
 	"     AND x.turn_no OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT turn_no FROM d)))," \
 	" c AS (DELETE FROM convctx.clarification x WHERE " SESSION_KEY_AT("x") \
