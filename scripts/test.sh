@@ -2,7 +2,10 @@
 # Command 2: install what is missing, build and install convctx, and run the
 # whole test suite (regression, isolation, TAP) against a throwaway cluster,
 # then the regression and isolation suites again with convctx built with
-# AddressSanitizer and UndefinedBehaviorSanitizer (scripts/asan.sh).
+# AddressSanitizer and UndefinedBehaviorSanitizer (scripts/asan.sh), then
+# convctx's regression and isolation tests on a 3-node Citus cluster
+# (scripts/citus.sh: Citus installed, or built from CONVCTX_CITUS_SOURCE;
+# without either it says SKIP and why).
 # Exits non-zero on any failure and prints the diffs and logs that say why;
 # the last line is the total, "convctx: N passed, N failed".
 source "$(dirname "$0")/lib.sh"
@@ -26,10 +29,14 @@ read -r suites_passed suites_failed < <(tally "$log" || true)
 bash "$TOP/scripts/asan.sh" 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 read -r asan_passed asan_failed < <(tally "$log" || true)
+
+bash "$TOP/scripts/citus.sh" 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+read -r citus_passed citus_failed < <(tally "$log" || true)
 rm -f "$log"
 
-passed=$(( ${suites_passed:-0} + ${asan_passed:-0} ))
-failed=$(( ${suites_failed:-0} + ${asan_failed:-0} ))
+passed=$(( ${suites_passed:-0} + ${asan_passed:-0} + ${citus_passed:-0} ))
+failed=$(( ${suites_failed:-0} + ${asan_failed:-0} + ${citus_failed:-0} ))
 # A part that died before its summary still fails the run.
 [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
 echo "convctx: $passed passed, $failed failed"

@@ -51,6 +51,7 @@ static SPIPlanPtr context_load_plan = NULL;
 static SPIPlanPtr context_save_plan = NULL;
 static SPIPlanPtr context_add_plan = NULL;
 static SPIPlanPtr context_lock_plan = NULL;
+static SPIPlanPtr context_upsert_plan = NULL;
 
 #define CONTEXT_LOAD_SQL \
 	"SELECT context_json FROM convctx.conversation_context" \
@@ -78,6 +79,19 @@ static SPIPlanPtr context_lock_plan = NULL;
  * CONTEXT_SAVE_SQL and $6 of CONTEXT_ADD_SQL: passed, because on Citus
  * the insert may run on another node, in a transaction of its own.
  */
+/*
+ * CONTEXT_SAVE_SQL's insert alone, after CONTEXT_LOCK_SQL (on Citus, which
+ * sends an INSERT ... SELECT to every node but this to one shard).
+ */
+#define CONTEXT_UPSERT_SQL \
+	"INSERT INTO convctx.conversation_context AS c" \
+	"       (tenant_id, conversation_id, context_json, user_id, created_at, updated_at)" \
+	" VALUES ($1, $2, $3, $4, $5, $5)" \
+	" ON CONFLICT (tenant_id, conversation_id) DO UPDATE" \
+	" SET context_json = EXCLUDED.context_json," \
+	"     user_id = COALESCE(EXCLUDED.user_id, c.user_id)," \
+	"     updated_at = EXCLUDED.updated_at"
+
 #define CONTEXT_SAVE_SQL \
 	CONTEXT_SESSION_CTE \
 	" INSERT INTO convctx.conversation_context AS c" \
@@ -172,10 +186,11 @@ ContextLoad(text *tenant, text *conversation_id)
 
 /*
  * Store ctx (already checked) as the conversation's full snapshot, after
- * locking (or creating) its session row.
+ * locking (or creating) its session row (on Citus unless !lock: the caller
+ * holds it).
  */
 static void
-ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id)
+ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id, bool lock)
 {
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
 	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id),
@@ -184,8 +199,17 @@ ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id)
 	char		nulls[5] = {' ', ' ', ' ', user_id ? ' ' : 'n', ' '};
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 5, argtypes),
-			   values, nulls, false, 0, SPI_OK_INSERT);
+	if (ConvctxDistributed())
+	{
+		if (lock)
+			SpiRunPlan(SpiKeptPlan(&context_lock_plan, CONTEXT_LOCK_SQL, 2, argtypes),
+					   values, NULL, false, 0, SPI_OK_INSERT);
+		SpiRunPlan(SpiKeptPlan(&context_upsert_plan, CONTEXT_UPSERT_SQL, 5, argtypes),
+				   values, nulls, false, 0, SPI_OK_INSERT);
+	}
+	else
+		SpiRunPlan(SpiKeptPlan(&context_save_plan, CONTEXT_SAVE_SQL, 5, argtypes),
+				   values, nulls, false, 0, SPI_OK_INSERT);
 	SPI_finish();
 }
 
@@ -236,7 +260,7 @@ ContextAddDistributed(text *tenant, text *conversation_id, ArrayType *ids, text 
 	SPI_finish();
 	merged = ContextMerge(ContextLoad(tenant, conversation_id), ids, convctx_max_active_nodes);
 	CheckContextSize(JsonbPGetDatum(merged));
-	ContextSave(tenant, conversation_id, merged, user_id);
+	ContextSave(tenant, conversation_id, merged, user_id, false);
 	return JsonbPGetDatum(merged);
 }
 
@@ -289,7 +313,7 @@ convctx_context_save(PG_FUNCTION_ARGS)
 	ContextCheckShape(ctx);
 	CheckContextNodeIds(ctx);
 
-	ContextSave(CurrentTenant(), conversation_id, ctx, user_id);
+	ContextSave(CurrentTenant(), conversation_id, ctx, user_id, true);
 	PG_RETURN_VOID();
 }
 

@@ -62,6 +62,7 @@ static SPIPlanPtr session_next_turn_plan = NULL;
 static SPIPlanPtr session_create_plan = NULL;
 static SPIPlanPtr session_untouch_plan = NULL;
 static SPIPlanPtr insert_turn_plan = NULL;
+static SPIPlanPtr insert_turn_values_plan = NULL;
 static SPIPlanPtr append_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
@@ -141,6 +142,19 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"  WHERE NOT EXISTS (SELECT 1 FROM convctx.turn" \
 	"          WHERE " SESSION_KEY \
 	"            AND request_id OPERATOR(pg_catalog.=) $4 AND replaced_by_turn_id IS NULL)"
+
+/*
+ * The same on Citus, which sends an INSERT ... SELECT (and APPEND_SQL) to
+ * every node as intermediate results with a two-phase commit, but a plain
+ * INSERT to the session's shard: ON CONFLICT on the unique index of the
+ * current versions' request ids catches the repeat instead.
+ */
+#define INSERT_TURN_VALUES_SQL \
+	"INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
+	"       identity_id, translate_chat, question_neutral, question_translated," \
+	"       metadata, pipeline_name, consultant, repository, created_at)" \
+	" VALUES ($1, $2, $3, $13, $4, $14, $5, $6, $7, $8, $9, $10, $11, $12)" \
+	" ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL DO NOTHING"
 
 /*
  * A new turn of an existing session without an identity argument, in one
@@ -504,8 +518,13 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 	}
 	values[12] = Int64GetDatum(*turn_no);
 	values[13] = PlanArg(*session_identity, &nulls[13]);
-	SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 14, new_turn_argtypes),
-			   values, nulls, false, 0, SPI_OK_INSERT);
+	if (ConvctxDistributed())
+		SpiRunPlan(SpiKeptPlan(&insert_turn_values_plan, INSERT_TURN_VALUES_SQL, 14,
+							   new_turn_argtypes),
+				   values, nulls, false, 0, SPI_OK_INSERT);
+	else
+		SpiRunPlan(SpiKeptPlan(&insert_turn_plan, INSERT_TURN_SQL, 14, new_turn_argtypes),
+				   values, nulls, false, 0, SPI_OK_INSERT);
 	return SPI_processed > 0;
 }
 
@@ -569,7 +588,8 @@ StartTurn(text *tenant, NewTurn *t)
 			return existing;
 		}
 	}
-	if (t->identity_id != NULL ||
+	/* (on Citus in statements that each reach one shard: INSERT_TURN_VALUES_SQL) */
+	if (t->identity_id != NULL || ConvctxDistributed() ||
 		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted))
 		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity);
 
