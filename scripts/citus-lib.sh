@@ -1,5 +1,5 @@
 # Shared by the scripts that run convctx on a real Citus cluster
-# (test/bench/citus/run.sh; sourced after scripts/lib.sh): a private copy of
+# (scripts/citus.sh, test/bench/citus/run.sh; sourced after scripts/lib.sh): a private copy of
 # PostgreSQL 15 with Citus and convctx installed into it, and clusters run
 # from it on loopback, so that nothing goes into the system PostgreSQL, which
 # other runs use at the same time.
@@ -16,8 +16,7 @@
 # order). The build takes over a minute on two cores, so what it installs is
 # kept as a tarball in CONVCTX_CITUS_CACHE (default /var/cache/convctx-citus),
 # named after the tarball's and patches' sha256 and the PostgreSQL version,
-# and unpacked by later runs instead of building again. The recipe and the
-# cache key are scripts/citus.sh's, so that both reuse the same cached build.
+# and unpacked by later runs instead of building again.
 #
 # The functions set these globals: WORK (the private directory), PGROOT,
 # PGBIN, SHARE, SRC (convctx's source copy), SOCK, PORTS (one per node,
@@ -25,8 +24,7 @@
 # caller's error report), CITUS_HOW.
 
 CITUS_CACHE_DIR=${CONVCTX_CITUS_CACHE:-/var/cache/convctx-citus}
-# Goes into the cache key: change it (here and in scripts/citus.sh) when the
-# build recipe below changes.
+# Goes into the cache key: change it when the build recipe below changes.
 CITUS_RECIPE="configure --without-libcurl; make with_llvm=no; make install-extension"
 # A crashed server process in a node's log (a worker's backend may crash on
 # a statement the coordinator sent it; the client then only sees a

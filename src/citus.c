@@ -33,7 +33,11 @@
  *	  set convctx.tenant (tenancy.c): Citus carries SET LOCAL along when
  *	  citus.propagate_set_commands = 'local'. Never the default tenant.
  * Calls after SET ROLE stay on the planning node as well: the worker would
- * see only the acting role, not the session user whose binding counts too.
+ * see only the acting role, not the session user whose binding counts too;
+ * and so do the calls of a role that a member bound to another tenant could
+ * SET ROLE to, which the other node refuses when they come from elsewhere
+ * (a call pushed into a query of a distributed table). A role bound to one
+ * tenant whose convctx.tenant names another stays too, to get its error.
  *
  * Copyright (c) 2026, the convctx authors
  *
