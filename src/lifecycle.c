@@ -1275,6 +1275,55 @@ TextEqual(text *a, text *b)
 		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
+/*
+ * The candidates of a pass: plans[0] (sql_all, every tenant) or plans[1]
+ * (sql_one, tenant) with $1 the setting's age in seconds, $2 limit.
+ */
+static void
+PurgeCandidatesOf(SPIPlanPtr *plans, const char *sql_all, const char *sql_one, int age,
+				  int32 limit, text *tenant, PurgeCandidates *c)
+{
+	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(age), Int32GetDatum(limit), PointerGetDatum(tenant)};
+	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
+	int			one = tenant ? 1 : 0;
+
+	PurgeCandidatesRead(SpiKeptPlan(&plans[one], one ? sql_one : sql_all, 3, argtypes),
+						values, nulls, c);
+}
+
+/*
+ * The candidates from row *i on whose first nkeys columns equal row *i's,
+ * wherever they are in the order: their column idcol into ids (room for
+ * every candidate), their count returned; *i moves to the next row of
+ * another group. The rows taken are marked done (first column zeroed).
+ */
+static int
+PurgeCandidatesGroup(PurgeCandidates *c, int *i, int nkeys, int idcol, Datum *ids)
+{
+	int			first = *i;
+	int			nids = 0;
+
+	for (int j = first; j < c->n; j++)
+	{
+		bool		same = CANDIDATE(c, j, 0) != (Datum) 0;
+
+		for (int k = 0; same && k < nkeys; k++)
+			same = TextEqual(DatumGetTextPP(CANDIDATE(c, first, k)),
+							 DatumGetTextPP(CANDIDATE(c, j, k)));
+		if (!same)
+			continue;
+		ids[nids++] = CANDIDATE(c, j, idcol);
+		if (j > first)
+			CANDIDATE(c, j, 0) = (Datum) 0;
+	}
+	do
+		(*i)++;
+	while (*i < c->n && CANDIDATE(c, *i, 0) == (Datum) 0);
+	return nids;
+}
+
+
 /* Run a per-session statement $1 tenant, $2 session; rows it processed. */
 static uint64
 PurgeSessionRun(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_id, int rc)
@@ -1290,21 +1339,15 @@ PurgeSessionRun(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_
 static void
 PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
-	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
-	Datum		values[3] = {Int32GetDatum(convctx_session_ttl),
-		Int32GetDatum(batch > INT32_MAX - CITUS_SESSIONS_SLACK ? INT32_MAX : batch + CITUS_SESSIONS_SLACK),
-	PointerGetDatum(tenant)};
-	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
-	int			one = tenant ? 1 : 0;
 	PurgeCandidates c;
 	int64		turns = 0;
 	int64		budget = batch;
 	int			i;
 
-	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_sessions_plan[one],
-									one ? CITUS_EXPIRED_SESSIONS_SQL(ONE_TENANT) :
-									CITUS_EXPIRED_SESSIONS_SQL(ALL_TENANTS), 3, argtypes),
-						values, nulls, &c);
+	PurgeCandidatesOf(citus_expired_sessions_plan, CITUS_EXPIRED_SESSIONS_SQL(ALL_TENANTS),
+					  CITUS_EXPIRED_SESSIONS_SQL(ONE_TENANT), convctx_session_ttl,
+					  batch > INT32_MAX - CITUS_SESSIONS_SLACK ? INT32_MAX : batch + CITUS_SESSIONS_SLACK,
+					  tenant, &c);
 	/* as many as the batch of turns can empty, the one that crosses it included */
 	for (i = 0; i < c.n && turns < batch; i++)
 	{
@@ -1355,40 +1398,20 @@ PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 static void
 PurgeExpiredTurnsDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
-	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
-	Datum		values[3] = {Int32GetDatum(convctx_turn_retention), Int32GetDatum(batch),
-	PointerGetDatum(tenant)};
-	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
-	int			one = tenant ? 1 : 0;
 	PurgeCandidates c;
 	int			i = 0;
 
-	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_turns_plan[one],
-									one ? CITUS_EXPIRED_TURNS_SQL(ONE_TENANT) :
-									CITUS_EXPIRED_TURNS_SQL(ALL_TENANTS), 3, argtypes),
-						values, nulls, &c);
+	PurgeCandidatesOf(citus_expired_turns_plan, CITUS_EXPIRED_TURNS_SQL(ALL_TENANTS),
+					  CITUS_EXPIRED_TURNS_SQL(ONE_TENANT), convctx_turn_retention, batch,
+					  tenant, &c);
 	while (i < c.n)
 	{
 		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
 		text	   *s = DatumGetTextPP(CANDIDATE(&c, i, 1));
 		Datum	   *ids = palloc(sizeof(Datum) * c.n);
-		int			nids = 0;
+		int			nids = PurgeCandidatesGroup(&c, &i, 2, 2, ids);
 		Oid			deltypes[3] = {TEXTOID, TEXTOID, UUIDARRAYOID};
 		Datum		delvalues[3];
-
-		/* the candidates of this session, wherever they are in the order */
-		for (int j = i; j < c.n; j++)
-			if (CANDIDATE(&c, j, 0) != (Datum) 0 &&
-				TextEqual(t, DatumGetTextPP(CANDIDATE(&c, j, 0))) &&
-				TextEqual(s, DatumGetTextPP(CANDIDATE(&c, j, 1))))
-			{
-				ids[nids++] = CANDIDATE(&c, j, 2);
-				if (j > i)
-					CANDIDATE(&c, j, 0) = (Datum) 0;	/* done with */
-			}
-		do
-			i++;
-		while (i < c.n && CANDIDATE(&c, i, 0) == (Datum) 0);
 
 		if (PurgeSessionRun(&citus_session_try_lock_plan, CITUS_SESSION_TRY_LOCK_SQL,
 							t, s, SPI_OK_SELECT) == 0)
@@ -1408,18 +1431,12 @@ PurgeExpiredTurnsDistributed(int32 batch, text *tenant, HTAB *tenants)
 static void
 PurgeExpiredContextsDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
-	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
-	Datum		values[3] = {Int32GetDatum(convctx_context_ttl), Int32GetDatum(batch),
-	PointerGetDatum(tenant)};
-	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
-	int			one = tenant ? 1 : 0;
 	PurgeCandidates c;
 	int			i;
 
-	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_contexts_plan[one],
-									one ? CITUS_EXPIRED_CONTEXTS_SQL(ONE_TENANT) :
-									CITUS_EXPIRED_CONTEXTS_SQL(ALL_TENANTS), 3, argtypes),
-						values, nulls, &c);
+	PurgeCandidatesOf(citus_expired_contexts_plan, CITUS_EXPIRED_CONTEXTS_SQL(ALL_TENANTS),
+					  CITUS_EXPIRED_CONTEXTS_SQL(ONE_TENANT), convctx_context_ttl, batch,
+					  tenant, &c);
 	for (i = 0; i < c.n; i++)
 	{
 		Oid			deltypes[3] = {TEXTOID, TEXTOID, INT4OID};
@@ -1438,37 +1455,19 @@ PurgeExpiredContextsDistributed(int32 batch, text *tenant, HTAB *tenants)
 static void
 PurgeExpiredAuditDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
-	Oid			argtypes[3] = {INT4OID, INT4OID, TEXTOID};
-	Datum		values[3] = {Int32GetDatum(convctx_audit_retention), Int32GetDatum(batch),
-	PointerGetDatum(tenant)};
-	char		nulls[3] = {' ', ' ', tenant ? ' ' : 'n'};
-	int			one = tenant ? 1 : 0;
 	PurgeCandidates c;
 	int			i = 0;
 
-	PurgeCandidatesRead(SpiKeptPlan(&citus_expired_audit_plan[one],
-									one ? CITUS_EXPIRED_AUDIT_SQL(ONE_TENANT) :
-									CITUS_EXPIRED_AUDIT_SQL(ALL_TENANTS), 3, argtypes),
-						values, nulls, &c);
+	PurgeCandidatesOf(citus_expired_audit_plan, CITUS_EXPIRED_AUDIT_SQL(ALL_TENANTS),
+					  CITUS_EXPIRED_AUDIT_SQL(ONE_TENANT), convctx_audit_retention, batch,
+					  tenant, &c);
 	while (i < c.n)
 	{
 		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
 		Datum	   *ids = palloc(sizeof(Datum) * c.n);
-		int			nids = 0;
+		int			nids = PurgeCandidatesGroup(&c, &i, 1, 1, ids);
 		Oid			deltypes[2] = {TEXTOID, UUIDARRAYOID};
 		Datum		delvalues[2];
-
-		for (int j = i; j < c.n; j++)
-			if (CANDIDATE(&c, j, 0) != (Datum) 0 &&
-				TextEqual(t, DatumGetTextPP(CANDIDATE(&c, j, 0))))
-			{
-				ids[nids++] = CANDIDATE(&c, j, 1);
-				if (j > i)
-					CANDIDATE(&c, j, 0) = (Datum) 0;
-			}
-		do
-			i++;
-		while (i < c.n && CANDIDATE(&c, i, 0) == (Datum) 0);
 
 		delvalues[0] = PointerGetDatum(t);
 		delvalues[1] = PointerGetDatum(construct_array(ids, nids, UUIDOID, UUID_LEN, false,
