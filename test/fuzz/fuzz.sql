@@ -80,6 +80,7 @@ INSERT INTO fuzz.spec VALUES
   ('convctx.purge_all(integer)', '{batch}', '{22004,22023,54000}'),
   ('convctx.schedule_retention(text)', '{schedule}', '{22004,22023,55000}'),
   ('convctx.unschedule_retention()', '{}', '{55000}'),
+  ('convctx.distribute()', '{}', '{55000}'),
   ('convctx.conversation_state(text,integer)', '{sid,limit}', '{22004,22023,54000}'),
   ('convctx.set_summary(text,text,uuid,bigint)', '{sid,content,turn,limit}', '{22004,22023,54000,P0002,55000}'),
   ('convctx.turns_to_summarize(text,integer,integer)', '{sid,limit,limit}', '{22004,22023,54000}'),
