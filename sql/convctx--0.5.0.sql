@@ -1328,6 +1328,16 @@ DECLARE
     trig record;
     preload text;
 BEGIN
+    -- as convctx's writers in C refuse (CheckWritable)
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot execute convctx.distribute() during recovery'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'This server is a standby: convctx''s read functions work here, its writers only on the primary.';
+    END IF;
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute convctx.distribute() in a read-only transaction'
+            USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'extension "citus" is not installed in this database'
             USING ERRCODE = 'object_not_in_prerequisite_state',

@@ -19,6 +19,7 @@ use Test::More;
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
 $primary->start;
+my $superuser = $primary->safe_psql('postgres', 'SELECT current_user');
 
 $primary->safe_psql('postgres', 'CREATE DATABASE app');
 $primary->safe_psql('app', q{
@@ -137,6 +138,8 @@ my %writers = (
     unbind_role_tenant => [ 'admin', q{SELECT convctx.unbind_role_tenant('app_b')} ],
     set_session_title => [ 'app', q{SELECT convctx.set_session_title('s1', 'a title')} ],
     import_records => [ 'admin', q{SELECT * FROM convctx.import_records(ARRAY['{"type": "session", "session_id": "s9", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z"}'], allow_anonymous => true)} ],
+    # superusers only (and without Citus 55000 on the primary: the refusal comes first)
+    distribute => [ 'superuser', q{SELECT convctx.distribute()} ],
 );
 
 # Every routine of the schema is listed: volatile ones as writers, the
@@ -227,7 +230,7 @@ sub refused
 for my $name (sort keys %writers)
 {
     my ($who, $sql) = @{ $writers{$name} };
-    my $role = $who eq 'app' ? 'app_a' : 'admin_a';
+    my $role = $who eq 'app' ? 'app_a' : $who eq 'superuser' ? $superuser : 'admin_a';
     my $err = refused($standby, 'standby', $name, $role, fill($sql, 'A', $turn_a),
         "cannot execute convctx.$name() during recovery");
     like($err, qr/DETAIL:  This server is a standby/, "standby: $name says why") if $name eq 'start_turn';
@@ -257,7 +260,7 @@ my $before = fingerprint($primary);
 for my $name (sort keys %writers)
 {
     my ($who, $sql) = @{ $writers{$name} };
-    my $role = $who eq 'app' ? 'app_a' : 'admin_a';
+    my $role = $who eq 'app' ? 'app_a' : $who eq 'superuser' ? $superuser : 'admin_a';
     refused($primary, 'read-only transaction', $name, $role,
         "BEGIN READ ONLY;\n" . fill($sql, 'A', $turn_a) . ";\nROLLBACK;",
         "cannot execute convctx.$name() in a read-only transaction");
@@ -270,7 +273,7 @@ is(fingerprint($primary), $before, 'read-only transactions wrote nothing');
 for my $name (sort keys %readers)
 {
     my ($who, $sql) = @{ $readers{$name} };
-    my $role = $who eq 'app' ? 'app_a' : 'admin_a';
+    my $role = $who eq 'app' ? 'app_a' : $who eq 'superuser' ? $superuser : 'admin_a';
     my ($rc_r, $out_r, $err_r) = as_role($primary, $role, "BEGIN READ ONLY;\n" . fill($sql, 'A', $turn_a) . ";\nCOMMIT;");
     is($rc_r, 0, "read-only transaction: $name as $role succeeds") or diag($err_r);
 }
