@@ -48,6 +48,7 @@
 #include "convctx.h"
 
 static SPIPlanPtr context_load_plan = NULL;
+static SPIPlanPtr context_load_locked_plan = NULL;
 static SPIPlanPtr context_save_plan = NULL;
 static SPIPlanPtr context_add_plan = NULL;
 static SPIPlanPtr context_lock_plan = NULL;
@@ -57,6 +58,15 @@ static SPIPlanPtr context_upsert_plan = NULL;
 	"SELECT context_json FROM convctx.conversation_context" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND conversation_id OPERATOR(pg_catalog.=) $2"
+
+/*
+ * The same for context_add on Citus, after the session row's lock: a
+ * statement of its own (so its snapshot follows the lock) that locks the
+ * context row too, as the single server's upsert does, so that purge's
+ * context pass (SKIP LOCKED) cannot delete it between the read and the
+ * write.
+ */
+#define CONTEXT_LOAD_LOCKED_SQL CONTEXT_LOAD_SQL " FOR UPDATE"
 
 /*
  * The anchor of the conversation: lock its session row, creating it when
@@ -168,7 +178,7 @@ CheckNodeIdArray(ArrayType *ids)
  * NULL when there is none.
  */
 static Jsonb *
-ContextLoad(text *tenant, text *conversation_id)
+ContextLoad(text *tenant, text *conversation_id, bool after_lock)
 {
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {PointerGetDatum(tenant), PointerGetDatum(conversation_id)};
@@ -176,8 +186,12 @@ ContextLoad(text *tenant, text *conversation_id)
 	bool		isnull = true;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&context_load_plan, CONTEXT_LOAD_SQL, 2, argtypes),
-			   values, NULL, true, 1, SPI_OK_SELECT);
+	if (after_lock)
+		SpiRunPlan(SpiKeptPlan(&context_load_locked_plan, CONTEXT_LOAD_LOCKED_SQL, 2, argtypes),
+				   values, NULL, false, 1, SPI_OK_SELECT);
+	else
+		SpiRunPlan(SpiKeptPlan(&context_load_plan, CONTEXT_LOAD_SQL, 2, argtypes),
+				   values, NULL, true, 1, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 		result = SpiFirstDatumCopy(1, &isnull);
 	SPI_finish();
@@ -258,7 +272,7 @@ ContextAddDistributed(text *tenant, text *conversation_id, ArrayType *ids, text 
 	SpiRunPlan(SpiKeptPlan(&context_lock_plan, CONTEXT_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_INSERT);
 	SPI_finish();
-	merged = ContextMerge(ContextLoad(tenant, conversation_id), ids, convctx_max_active_nodes);
+	merged = ContextMerge(ContextLoad(tenant, conversation_id, true), ids, convctx_max_active_nodes);
 	CheckContextSize(JsonbPGetDatum(merged));
 	ContextSave(tenant, conversation_id, merged, user_id, false);
 	return JsonbPGetDatum(merged);
@@ -282,7 +296,7 @@ Datum
 convctx_context_load(PG_FUNCTION_ARGS)
 {
 	text	   *conversation_id = ArgRequiredId(fcinfo, 0, "conversation_id");
-	Jsonb	   *ctx = ContextLoad(CurrentTenant(), conversation_id);
+	Jsonb	   *ctx = ContextLoad(CurrentTenant(), conversation_id, false);
 
 	if (ctx == NULL)
 		PG_RETURN_NULL();

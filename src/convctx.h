@@ -176,6 +176,20 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 	"  WHERE ss.tenant_id OPERATOR(pg_catalog.=) a.tenant_id" \
 	"    AND ss.session_id OPERATOR(pg_catalog.=) a.session_id)"
 
+/*
+ * The same for the one session $1, $2 of the statement, keyed by it in
+ * every part, so that Citus sends it to that session's shard only.
+ */
+#define SUMMARY_COVERED_ADJUST_D_ONE \
+	" sadj AS (UPDATE convctx.session_summary ss" \
+	"   SET covered_messages = ss.covered_messages OPERATOR(pg_catalog.-) a.msgs" \
+	"   FROM (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(d.finalized_at) AS msgs" \
+	"           FROM d JOIN convctx.session_summary s2" \
+	"             ON " SESSION_KEY_AT("s2") \
+	"            AND d.turn_no OPERATOR(pg_catalog.<=) s2.through_turn_no" \
+	"          WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL) a" \
+	"  WHERE " SESSION_KEY_AT("ss") " AND a.msgs OPERATOR(pg_catalog.>) 0)"
+
 /* Turn helpers shared with the lifecycle (turns.c) */
 extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);

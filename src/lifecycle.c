@@ -1324,12 +1324,23 @@ PurgeCandidatesGroup(PurgeCandidates *c, int *i, int nkeys, int idcol, Datum *id
 }
 
 
-/* Run a per-session statement $1 tenant, $2 session; rows it processed. */
+/*
+ * Run a per-session statement $1 tenant, $2 session; the rows it processed,
+ * and in *first (unless NULL) the first column of its first row, an int8.
+ * Its result is freed: a pass runs many.
+ */
 static uint64
-PurgeSessionRun(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_id, int rc)
+PurgeSessionRun(SPIPlanPtr *cache, const char *sql, text *tenant, text *session_id, int rc,
+				int64 *first)
 {
+	uint64		n;
+
 	SpiRunSessionPlan(cache, sql, tenant, session_id, false, 0, rc);
-	return SPI_processed;
+	n = SPI_processed;
+	if (first != NULL && n > 0)
+		*first = SpiFirstInt8();
+	SPI_freetuptable(SPI_tuptable);
+	return n;
 }
 
 /*
@@ -1359,11 +1370,11 @@ PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 		Oid			deltypes[3] = {TEXTOID, TEXTOID, INT8OID};
 		Datum		delvalues[3] = {PointerGetDatum(t), PointerGetDatum(s), Int64GetDatum(budget)};
 		int64		deleted;
-		int64		last_turn_no;
-		bool		isnull;
+		int64		last_turn_no = 0;
 
 		SpiRunPlan(SpiKeptPlan(&citus_session_lock_plan, CITUS_SESSION_LOCK_SQL, 3, locktypes),
 				   lockvalues, NULL, false, 0, SPI_OK_SELECT);
+		SPI_freetuptable(SPI_tuptable);
 		if (SPI_processed == 0)
 			continue;			/* busy, or no longer expired or anonymous */
 		turns += Max(DatumGetInt64(CANDIDATE(&c, i, 2)), 1);
@@ -1371,26 +1382,25 @@ PurgeExpiredSessionsDistributed(int32 batch, text *tenant, HTAB *tenants)
 							   3, deltypes),
 				   delvalues, NULL, false, 0, SPI_OK_SELECT);
 		deleted = SpiFirstInt8();
+		SPI_freetuptable(SPI_tuptable);
 		budget -= deleted;
 		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, anonymous_turns), deleted);
 		if (PurgeSessionRun(&citus_session_delete_plan, CITUS_SESSION_DELETE_SQL, t, s,
-							SPI_OK_DELETE_RETURNING) == 0)
+							SPI_OK_DELETE_RETURNING, &last_turn_no) == 0)
 			continue;			/* turns left for the next pass */
-		last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 1, &isnull));
 		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, anonymous_sessions), 1);
 		PurgeSessionRun(&citus_session_summary_delete_plan, CITUS_SESSION_SUMMARY_DELETE_SQL,
-						t, s, SPI_OK_DELETE);
+						t, s, SPI_OK_DELETE, NULL);
 		PurgeSessionRun(&citus_session_retrievals_delete_plan, CITUS_SESSION_RETRIEVALS_DELETE_SQL,
-						t, s, SPI_OK_DELETE);
+						t, s, SPI_OK_DELETE, NULL);
 		PurgeSessionRun(&citus_session_clarifications_delete_plan,
-						CITUS_SESSION_CLARIFICATIONS_DELETE_SQL, t, s, SPI_OK_DELETE);
+						CITUS_SESSION_CLARIFICATIONS_DELETE_SQL, t, s, SPI_OK_DELETE, NULL);
 		/* as EMPTIED_SESSIONS_SQL: the context of a session that never had a turn stays */
 		if (last_turn_no > 0)
 			PurgeTenantCount(tenants, t, offsetof(PurgeCounts, contexts),
 							 (int64) PurgeSessionRun(&citus_session_context_delete_plan,
 													 CITUS_SESSION_CONTEXT_DELETE_SQL, t, s,
-													 SPI_OK_DELETE));
+													 SPI_OK_DELETE, NULL));
 	}
 }
 
@@ -1400,21 +1410,22 @@ PurgeExpiredTurnsDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
 	PurgeCandidates c;
 	int			i = 0;
+	Datum	   *ids;
 
 	PurgeCandidatesOf(citus_expired_turns_plan, CITUS_EXPIRED_TURNS_SQL(ALL_TENANTS),
 					  CITUS_EXPIRED_TURNS_SQL(ONE_TENANT), convctx_turn_retention, batch,
 					  tenant, &c);
+	ids = palloc(sizeof(Datum) * Max(c.n, 1));
 	while (i < c.n)
 	{
 		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
 		text	   *s = DatumGetTextPP(CANDIDATE(&c, i, 1));
-		Datum	   *ids = palloc(sizeof(Datum) * c.n);
 		int			nids = PurgeCandidatesGroup(&c, &i, 2, 2, ids);
 		Oid			deltypes[3] = {TEXTOID, TEXTOID, UUIDARRAYOID};
 		Datum		delvalues[3];
 
 		if (PurgeSessionRun(&citus_session_try_lock_plan, CITUS_SESSION_TRY_LOCK_SQL,
-							t, s, SPI_OK_SELECT) == 0)
+							t, s, SPI_OK_SELECT, NULL) == 0)
 			continue;			/* busy: left for the next pass */
 		delvalues[0] = PointerGetDatum(t);
 		delvalues[1] = PointerGetDatum(s);
@@ -1424,6 +1435,8 @@ PurgeExpiredTurnsDistributed(int32 batch, text *tenant, HTAB *tenants)
 							   deltypes),
 				   delvalues, NULL, false, 0, SPI_OK_SELECT);
 		PurgeTenantCount(tenants, t, offsetof(PurgeCounts, expired_turns), SpiFirstInt8());
+		SPI_freetuptable(SPI_tuptable);
+		pfree(DatumGetPointer(delvalues[2]));
 	}
 }
 
@@ -1448,6 +1461,7 @@ PurgeExpiredContextsDistributed(int32 batch, text *tenant, HTAB *tenants)
 				   delvalues, NULL, false, 0, SPI_OK_DELETE);
 		PurgeTenantCount(tenants, DatumGetTextPP(CANDIDATE(&c, i, 0)),
 						 offsetof(PurgeCounts, contexts), (int64) SPI_processed);
+		SPI_freetuptable(SPI_tuptable);
 	}
 }
 
@@ -1457,14 +1471,15 @@ PurgeExpiredAuditDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
 	PurgeCandidates c;
 	int			i = 0;
+	Datum	   *ids;
 
 	PurgeCandidatesOf(citus_expired_audit_plan, CITUS_EXPIRED_AUDIT_SQL(ALL_TENANTS),
 					  CITUS_EXPIRED_AUDIT_SQL(ONE_TENANT), convctx_audit_retention, batch,
 					  tenant, &c);
+	ids = palloc(sizeof(Datum) * Max(c.n, 1));
 	while (i < c.n)
 	{
 		text	   *t = DatumGetTextPP(CANDIDATE(&c, i, 0));
-		Datum	   *ids = palloc(sizeof(Datum) * c.n);
 		int			nids = PurgeCandidatesGroup(&c, &i, 1, 1, ids);
 		Oid			deltypes[2] = {TEXTOID, UUIDARRAYOID};
 		Datum		delvalues[2];
@@ -1478,10 +1493,19 @@ PurgeExpiredAuditDistributed(int32 batch, text *tenant, HTAB *tenants)
 	}
 }
 
+/*
+ * The most of each kind one pass takes on Citus. A pass there handles a
+ * session at a time, a round trip or more each, and holds the lock of every
+ * session it took until its transaction ends: purge_all, which commits
+ * every pass, keeps those locks short, and a pass's memory stays small.
+ */
+#define CITUS_PURGE_BATCH_MAX 500
+
 /* PurgeOnce on Citus. */
 static void
 PurgeOnceDistributed(int32 batch, text *tenant, HTAB *tenants)
 {
+	batch = Min(batch, CITUS_PURGE_BATCH_MAX);
 	if (convctx_session_ttl > 0)
 		PurgeExpiredSessionsDistributed(batch, tenant, tenants);
 	if (convctx_turn_retention > 0)

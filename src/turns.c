@@ -186,7 +186,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"   WHERE " SESSION_KEY \
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3" \
 	"   RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
-	SUMMARY_COVERED_ADJUST_D \
+	SUMMARY_COVERED_ADJUST_D_ONE \
 	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D \
 	" WHERE " SESSION_KEY
 
