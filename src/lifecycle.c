@@ -1091,8 +1091,8 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	" FOR UPDATE SKIP LOCKED"
 
 /*
- * SESSION_COUNTS_ADJUST_D and SUMMARY_COVERED_ADJUST_D for the one session
- * $1, $2 of the statement: keyed by it, so that Citus sends the updates to
+ * SESSION_COUNTS_ADJUST_D and SUMMARY_COVERED_ADJUST_D (SUMMARY_COVERED_ADJUST_D_ONE)
+ * for the one session $1, $2 of the statement: keyed by it, so that Citus sends the updates to
  * that session's shard, not to every shard (which would also serialize
  * concurrent passes on Citus's shard locks).
  */
@@ -1105,14 +1105,7 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 	"                                   AND finalized_at IS NOT NULL) AS answers" \
 	"           FROM d) a" \
 	"  WHERE " SESSION_KEY_AT("s") " AND a.turns OPERATOR(pg_catalog.>) 0)," \
-	" sadj AS (UPDATE convctx.session_summary ss" \
-	"   SET covered_messages = ss.covered_messages OPERATOR(pg_catalog.-) a.msgs" \
-	"   FROM (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(d.finalized_at) AS msgs" \
-	"           FROM d JOIN convctx.session_summary s2" \
-	"             ON " SESSION_KEY_AT("s2") \
-	"            AND d.turn_no OPERATOR(pg_catalog.<=) s2.through_turn_no" \
-	"          WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL) a" \
-	"  WHERE " SESSION_KEY_AT("ss") " AND a.msgs OPERATOR(pg_catalog.>) 0)"
+	SUMMARY_COVERED_ADJUST_D_ONE
 
 /*
  * $1 tenant, $2 session, $3 at most that many of its turns, with the

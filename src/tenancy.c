@@ -535,7 +535,7 @@ CurrentTenant(void)
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					errmsg("the tenant of a call forwarded by another Citus node is not known on this node"),
 					errdetail("A role that acts for any tenant names it in convctx.tenant, which Citus carries to other nodes only as SET LOCAL, with citus.propagate_set_commands = 'local'."),
-					errhint("Add convctx to shared_preload_libraries on every node, so that such calls stay on the node they are sent to."));
+					errhint("Call convctx on its own (SELECT convctx.f(...)), not inside a query of distributed tables, or name the tenant with SET LOCAL."));
 		if (convctx_tenant_scope == TENANT_SCOPE_TRANSACTION && !TenantSetInThisTransaction())
 			ereport(ERROR,
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
