@@ -22,8 +22,23 @@ endif
 EXTRA_CLEAN  = output_iso tmp_check log results regression.diffs regression.out
 
 PG_CONFIG   ?= pg_config
-PGXS := $(shell $(PG_CONFIG) --pgxs)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifeq ($(wildcard $(PGXS)),)
+$(error $(PG_CONFIG) finds no PostgreSQL build files (PGXS): install the Debian package postgresql-server-dev-15, or set PG_CONFIG to the pg_config of the server to build for)
+endif
 include $(PGXS)
+
+# Each header the build needs from outside, and the Debian package that
+# has it: a missing one is named with its package before anything compiles.
+HEADER_PACKAGES = postgres.h:postgresql-server-dev-$(MAJORVERSION) \
+                  libpq-fe.h:libpq-dev jansson.h:libjansson-dev
+.PHONY: check-headers
+check-headers:
+	@for hp in $(HEADER_PACKAGES); do \
+		printf '#include <%s>\n' "$${hp%%:*}" | \
+			$(CC) $(CPPFLAGS) -I$(includedir) -E -x c - >/dev/null 2>&1 || \
+			{ echo "convctx: header $${hp%%:*} not found: install the Debian package $${hp#*:}" >&2; exit 1; }; \
+	done
 
 # The command-line tool (client/): a client program linked with libpq and
 # jansson, installed next to pg_dump.
@@ -43,3 +58,5 @@ install: install-client
 install-client: client/convctx
 	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) client/convctx '$(DESTDIR)$(bindir)/convctx'
+
+$(OBJS) $(CLIENT_OBJS): | check-headers

@@ -55,7 +55,6 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
-#include "libpq/libpq-be.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -63,6 +62,7 @@
 #include "nodes/primnodes.h"
 #include "parser/parsetree.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -181,15 +181,17 @@ ConvctxDistributed(void)
 /*
  * Whether this backend was opened by another Citus node: Citus names its
  * own connections so (application_name "citus_internal gpid=<n>" in the
- * startup packet; the setting, which a statement can change, is not
- * looked at). A client that calls itself so only makes its calls
- * stricter (tenancy.c).
+ * startup packet). The setting's reset value is read, not the setting:
+ * SET and RESET cannot change it, only the startup packet or a role's or
+ * database's default, which a client may set for itself as well. A
+ * client that calls itself so only makes its calls stricter (tenancy.c).
+ * (libpq/libpq-be.h, which has the startup packet itself, needs the
+ * GSSAPI headers to compile.)
  */
 bool
 CitusInternalBackend(void)
 {
-	/* as sent when the connection started: a query cannot change it */
-	const char *name = MyProcPort ? MyProcPort->application_name : NULL;
+	const char *name = GetConfigOptionResetString("application_name");
 
 	return name != NULL && strncmp(name, "citus_internal gpid=", 20) == 0;
 }
