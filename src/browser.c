@@ -72,7 +72,7 @@ static SPIPlanPtr replay_plan = NULL;
 	"(SELECT pg_catalog.\"left\"(pg_catalog.ltrim(q.question_neutral, ' ' OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
 	"          pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
-	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " * 4)" \
+	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " OPERATOR(pg_catalog.*) 4)" \
 	"    FROM convctx.turn q" \
 	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) " session_id \
 	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \

@@ -258,6 +258,7 @@ typedef struct OwnerSwitch
 	Oid			user;
 	int			sec_context;
 	int			depth;
+	int			nestlevel;		/* of the settings changed as the owner */
 } OwnerSwitch;
 extern void ActAsOwner(OwnerSwitch *sw);
 extern void ActAsCaller(OwnerSwitch *sw);

@@ -39,7 +39,9 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/portalcmds.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -52,6 +54,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/typcache.h"
 
 #include "convctx.h"
@@ -229,7 +232,7 @@ jsonb_key_cmp(const void *a, const void *b)
  */
 typedef struct ExportState
 {
-	char	   *cursor;			/* the portal's name; NULL once closed */
+	uint64		cursor;			/* ExportPortals' key of the cursor; 0 once closed */
 	MemoryContext batch_cxt;	/* holds the batch; reset for the next */
 	MemoryContext row_cxt;		/* TurnLine's work space */
 	Datum	   *values;			/* 2 per row: record_type, line */
@@ -242,12 +245,95 @@ typedef struct ExportState
 } ExportState;
 
 /*
- * Open a cursor, as the owner, over the statement sql for the tenant's
- * conversations that f selects; returns its name.
+ * The cursors of the exports in progress in this backend, each with a key
+ * of its own. Owner mode never looks a cursor up by name (the caller could
+ * close convctx's and declare one of its own under the same name, whose
+ * functions would then run as the owner): an export keeps its key, and the
+ * Portal is found here. The portal is hidden from pg_cursors, and its
+ * cleanup hook (ExportPortalCleanup), which runs whenever the portal is
+ * dropped (CLOSE under a guessed name, the end of the (sub)transaction),
+ * takes it out of this list first, so a closed cursor is never fetched,
+ * nor whatever portal later gets its name or its address.
  */
-static char *
-OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f,
-				 MemoryContext cxt)
+typedef struct ExportPortal
+{
+	uint64		key;
+	Portal		portal;
+} ExportPortal;
+
+static ExportPortal *export_portals = NULL;
+static int	n_export_portals = 0;
+static int	max_export_portals = 0;
+static uint64 last_export_key = 0;
+
+static void
+ExportPortalCleanup(Portal portal)
+{
+	int			i;
+
+	for (i = 0; i < n_export_portals; i++)
+	{
+		if (export_portals[i].portal == portal)
+		{
+			export_portals[i] = export_portals[--n_export_portals];
+			break;
+		}
+	}
+	PortalCleanup(portal);
+}
+
+/*
+ * At the end of a transaction no cursor of an export is left (they are not
+ * holdable, and each was dropped through ExportPortalCleanup): forget any
+ * all the same.
+ */
+static void
+ExportPortalsForget(XactEvent event, void *arg)
+{
+	n_export_portals = 0;
+}
+
+/* Keep portal, a convctx cursor just opened; returns its key. */
+static uint64
+ExportPortalKeep(Portal portal)
+{
+	if (portal->cleanup != PortalCleanup)
+		elog(ERROR, "export cursor has an unexpected cleanup hook");
+	if (max_export_portals == 0)
+		RegisterXactCallback(ExportPortalsForget, NULL);
+	if (n_export_portals == max_export_portals)
+	{
+		max_export_portals = Max(4, 2 * max_export_portals);
+		export_portals = export_portals == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(ExportPortal) * max_export_portals) :
+			repalloc(export_portals, sizeof(ExportPortal) * max_export_portals);
+	}
+	portal->visible = false;
+	portal->cleanup = ExportPortalCleanup;
+	export_portals[n_export_portals].key = ++last_export_key;
+	export_portals[n_export_portals].portal = portal;
+	n_export_portals++;
+	return last_export_key;
+}
+
+/* The portal kept under key, or NULL once it was dropped. */
+static Portal
+ExportPortalFind(uint64 key)
+{
+	int			i;
+
+	for (i = 0; i < n_export_portals; i++)
+		if (export_portals[i].key == key)
+			return export_portals[i].portal;
+	return NULL;
+}
+
+/*
+ * Open a cursor, as the owner, over the statement sql for the tenant's
+ * conversations that f selects; returns its key (ExportPortalKeep).
+ */
+static uint64
+OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter *f)
 {
 	Oid			argtypes[5] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		values[5] = {PointerGetDatum(tenant), PointerGetDatum(f->session_id),
@@ -258,7 +344,7 @@ OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter 
 	volatile Portal portal = NULL;
 	OwnerSwitch sw;
 	int			nestlevel;
-	char	   *name;
+	uint64		key;
 
 	SPI_connect();
 	plan = SpiKeptPlan(cache, sql, 5, argtypes);
@@ -281,9 +367,9 @@ OpenExportCursor(SPIPlanPtr *cache, const char *sql, text *tenant, ExportFilter 
 	}
 	PG_END_TRY();
 	AtEOXact_GUC(true, nestlevel);
-	name = MemoryContextStrdup(cxt, portal->name);
+	key = ExportPortalKeep(portal);
 	SPI_finish();
-	return name;
+	return key;
 }
 
 /*
@@ -490,22 +576,25 @@ static void
 FetchExportBatch(ExportState *st)
 {
 	OwnerSwitch sw;
+	Portal		portal = ExportPortalFind(st->cursor);
 
 	MemoryContextReset(st->batch_cxt);
 	st->rows = st->next = 0;
+	if (portal == NULL)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_CURSOR_STATE),
+				errmsg("the cursor of this export was closed before its last row"),
+				errdetail("Another statement of the transaction closed the export's cursor."),
+				errhint("Run the export again, without closing cursors you did not declare."));
 	SPI_connect();
 	ActAsOwner(&sw);
 	PG_TRY();
 	{
-		Portal		portal = SPI_cursor_find(st->cursor);
-
-		if (portal == NULL)
-			elog(ERROR, "export cursor \"%s\" does not exist", st->cursor);
 		SPI_cursor_fetch(portal, true, EXPORT_BATCH);
 		if (SPI_processed == 0)
 		{
 			SPI_cursor_close(portal);
-			st->cursor = NULL;
+			st->cursor = 0;
 		}
 		else
 		{
@@ -563,11 +652,11 @@ CloseExportCursor(Datum arg)
 {
 	ExportState *st = (ExportState *) DatumGetPointer(arg);
 
-	if (st->cursor != NULL)
+	if (st->cursor != 0)
 	{
-		Portal		portal = SPI_cursor_find(st->cursor);
+		Portal		portal = ExportPortalFind(st->cursor);
 
-		st->cursor = NULL;
+		st->cursor = 0;
 		if (portal != NULL)
 			SPI_cursor_close(portal);
 	}
@@ -609,13 +698,13 @@ ExportRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql)
 		st->row_cxt = AllocSetContextCreate(funcctx->multi_call_memory_ctx,
 											"convctx export row", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextSwitchTo(old);
-		st->cursor = OpenExportCursor(cache, sql, tenant, &f, funcctx->multi_call_memory_ctx);
+		st->cursor = OpenExportCursor(cache, sql, tenant, &f);
 		funcctx->user_fctx = st;
 		RegisterExprContextCallback(rsinfo->econtext, CloseExportCursor, PointerGetDatum(st));
 	}
 	funcctx = SRF_PERCALL_SETUP();
 	st = (ExportState *) funcctx->user_fctx;
-	if (st->next >= st->rows && st->cursor != NULL)
+	if (st->next >= st->rows && st->cursor != 0)
 	{
 		CHECK_FOR_INTERRUPTS();
 		FetchExportBatch(st);

@@ -246,10 +246,20 @@ CatalogCheck(void)
  * owner by a superuser's ANALYZE, would look like the superuser), so each
  * function decides the tenant from the role that really called it
  * (ConvctxInvoker) and then switches to the owner here, the way
- * SECURITY DEFINER would, with SECURITY_LOCAL_USERID_CHANGE so that
- * nothing run meanwhile can SET ROLE. ActAsCaller switches back; an error
- * in between must reach it through PG_FINALLY (an aborted transaction
- * restores the user as well).
+ * SECURITY DEFINER would. ActAsCaller switches back; an error in between
+ * must reach it through PG_FINALLY (an aborted transaction restores the
+ * user as well).
+ *
+ * The rule of owner mode (docs/security.md, "Owner mode"): nothing the
+ * caller can name, create, replace or run is reached while acting as the
+ * owner. Only statements convctx prepared itself run here, and owner mode
+ * never spans a return to the caller with anything looked up by name
+ * afterwards (a portal, a prepared statement): what is kept between calls
+ * is kept as the object itself and checked to be still convctx's
+ * (export.c). As PostgreSQL's own maintenance commands do, the stretch is
+ * a security-restricted operation (no SET ROLE, no temporary objects, no
+ * CLOSE, DISCARD or LISTEN), and the settings it changes are undone when
+ * it ends, so that even a mistake cannot leave the owner's rights behind.
  */
 void
 ActAsOwner(OwnerSwitch *sw)
@@ -261,12 +271,15 @@ ActAsOwner(OwnerSwitch *sw)
 	if (owner_depth == 0)
 		owner_invoker = sw->user;
 	owner_depth++;
-	SetUserIdAndSecContext(convctx_owner, sw->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(convctx_owner, sw->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	sw->nestlevel = NewGUCNestLevel();
 }
 
 void
 ActAsCaller(OwnerSwitch *sw)
 {
+	AtEOXact_GUC(false, sw->nestlevel);
 	SetUserIdAndSecContext(sw->user, sw->sec_context);
 	owner_depth = sw->depth;
 }
