@@ -140,6 +140,9 @@ ORDER BY 1;
 -- the views run with the querying role's privileges, so row-level security applies to them
 SELECT c.relname, c.reloptions FROM pg_catalog.pg_class c
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'v' ORDER BY 1;
+-- the trigger functions run only as triggers: called directly, 39P01 and a clear message
+SELECT pg_temp.try($$SELECT convctx.role_tenant_changed()$$);
+SELECT pg_temp.try($$SELECT convctx.session_deleted()$$);
 -- a role that is granted nothing can execute nothing and read nothing
 CREATE ROLE convctx_no_grants LOGIN;
 SELECT count(*) FILTER (WHERE has_function_privilege('convctx_no_grants', p.oid, 'EXECUTE')) AS executable,

@@ -1997,7 +1997,8 @@ convctx_session_deleted(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
 				errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				errmsg("convctx.session_deleted() can only be called as a trigger"));
+				errmsg("trigger function convctx.session_deleted() was not called by trigger manager"),
+				errhint("Only the triggers session_deleted and session_truncated on convctx.session fire it."));
 	CheckSessionDeletedTrigger(trigdata);
 
 	SPI_connect();

@@ -636,7 +636,10 @@ convctx_role_tenant_changed(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		elog(ERROR, "role_tenant_changed: not called as a trigger");
+		ereport(ERROR,
+				errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				errmsg("trigger function convctx.role_tenant_changed() was not called by trigger manager"),
+				errhint("Only the triggers role_tenant_changed and role_tenant_truncated on convctx.role_tenant fire it."));
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	binding_valid = false;
 	return PointerGetDatum(NULL);
