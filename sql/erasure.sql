@@ -154,6 +154,23 @@ FROM convctx.turn WHERE session_id = 'cs1' ORDER BY turn_no;
 SELECT * FROM pg_temp.rows_holding('carol') WHERE hits > 0;
 RESET convctx.identity_hash_key;
 DROP EXTENSION pgcrypto;
+-- only values that name an identity change: erasing an "identity" equal to a turn id or to a
+-- role name leaves the audit rows of redact_turn and of the bindings as they were
+CREATE ROLE erasure_probe_role NOLOGIN;
+SELECT convctx.bind_role_tenant('erasure_probe_role', '');
+SELECT convctx.unbind_role_tenant('erasure_probe_role') AS was_bound;
+DROP ROLE erasure_probe_role;
+CREATE TEMP TABLE audit_before AS SELECT audit_id, identity_id, details FROM convctx.audit_log;
+SELECT convctx.erase_identity('erasure_probe_role');
+SELECT convctx.erase_identity((SELECT id::text FROM ids WHERE name = 'q5'));
+SELECT a.action, a.details = b.details AS details_kept, a.identity_id IS NOT DISTINCT FROM b.identity_id AS identity_kept
+FROM convctx.audit_log a JOIN audit_before b USING (audit_id)
+WHERE a.action IN ('redact_turn', 'bind_role_tenant', 'unbind_role_tenant')
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+SELECT action, details FROM convctx.audit_log WHERE action IN ('bind_role_tenant', 'unbind_role_tenant') ORDER BY logged_at;
+SELECT count(*) AS redactions_naming_turn FROM convctx.audit_log
+WHERE action = 'redact_turn' AND details ->> 'turn_id' = (SELECT id::text FROM ids WHERE name = 'q5');
+DROP TABLE audit_before;
 -- other identities and tenants are untouched
 SET convctx.tenant = 'tenant-b';
 SELECT convctx.start_turn('b-s1', 'r1', 'tenant b question', identity_id => 'alice@example.com') IS NOT NULL AS started;

@@ -157,7 +157,7 @@ RESET ROLE;
 SET convctx.tenant = 'tiny';
 SET convctx.audit_retention = '7d';
 INSERT INTO convctx.audit_log (tenant_id, action, identity_id, details, logged_at)
-VALUES ('tiny', 'old', 'alice', '{"other": "alice"}', now() - interval '9 days'),
+VALUES ('tiny', 'old', 'alice', '{"linked_identity_id": "alice"}', now() - interval '9 days'),
        ('tiny', 'new', 'alice', '{}', now());
 SELECT convctx.erase_identity('alice');
 SELECT count(*) AS naming_alice FROM convctx.audit_log

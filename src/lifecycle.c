@@ -266,17 +266,23 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"                   AND s.session_id OPERATOR(pg_catalog.=) c.conversation_id)))"
 
 /*
- * The audit rows that name the identity ($2), in identity_id or as a value
- * of details (a refused link names both identities), name the stand-in
- * ($3) instead.
+ * The audit rows that name the identity ($2), in identity_id or as one of
+ * the identities of a refused link in details (AUDIT_IDENTITY_KEYS), name
+ * the stand-in ($3) instead. Other values of details (a turn id, a role
+ * name) are left alone, whatever they equal.
  */
+#define AUDIT_IDENTITY_KEYS \
+	" '{linked_identity_id,requested_identity_id}'::pg_catalog.text[]"
+#define AUDIT_NAMES_IDENTITY(e) \
+	" (" e ".key OPERATOR(pg_catalog.=) ANY (" AUDIT_IDENTITY_KEYS ")" \
+	"  AND " e ".value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb($2::pg_catalog.text))"
 #define ERASE_AUDIT_SQL \
 	"UPDATE convctx.audit_log a" \
 	"   SET identity_id = CASE WHEN a.identity_id OPERATOR(pg_catalog.=) $2 THEN $3" \
 	"                          ELSE a.identity_id END," \
 	"       details = CASE WHEN pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'" \
 	"         THEN COALESCE((SELECT pg_catalog.jsonb_object_agg(e.key," \
-	"                 CASE WHEN e.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb($2::pg_catalog.text)" \
+	"                 CASE WHEN" AUDIT_NAMES_IDENTITY("e") \
 	"                      THEN pg_catalog.to_jsonb($3::pg_catalog.text) ELSE e.value END)" \
 	"               FROM pg_catalog.jsonb_each(a.details) e), '{}'::pg_catalog.jsonb)" \
 	"         ELSE a.details END" \
@@ -284,7 +290,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"   AND (a.identity_id OPERATOR(pg_catalog.=) $2" \
 	"        OR (pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'" \
 	"            AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(a.details) e" \
-	"                         WHERE e.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb($2::pg_catalog.text))))"
+	"                         WHERE" AUDIT_NAMES_IDENTITY("e") ")))"
 
 /*
  * The passes below take $1 an age in seconds, $2 the batch and $3 the one
