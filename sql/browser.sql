@@ -114,15 +114,39 @@ SELECT convctx.set_session_title('s1', 'a late title');
 SELECT * FROM convctx.list_conversations('erased');
 SELECT * FROM convctx.list_conversations('erased:0123abcd');
 RESET ROLE;
--- redact_session removes an app's title also when no turn was left to redact
+-- redact_turn removes an app's title too: it may quote the turn (this one does), and nothing
+-- tells; the list and the replay show the default, the first live question, and the audit
+-- row says that a title was cleared
 SET ROLE browser_app;
 SELECT convctx.start_turn('t1', 'r1', 'to be redacted', identity_id => 'u6') AS t6 \gset
-SELECT convctx.set_session_title('t1', 'a title of it');
+SELECT convctx.start_turn('t1', 'r2', 'a kept question', identity_id => 'u6') AS t7 \gset
+SELECT convctx.set_session_title('t1', 'About: to be redacted');
 RESET ROLE;
 SET ROLE browser_admin;
 SELECT convctx.redact_turn('t1', :'t6');
+RESET ROLE;
+SET ROLE browser_app;
+SELECT session_id, title, title_is_default FROM convctx.list_conversations('u6');
+SELECT convctx.replay_conversation('t1') ->> 'title' AS replay_title;
+SELECT strpos(convctx.replay_conversation('t1')::text, 'to be redacted') = 0 AS no_redacted_text;
+RESET ROLE;
+-- a turn redacted already still takes the title (an app may have quoted it since)
+SET ROLE browser_app;
+SELECT convctx.set_session_title('t1', 'still about: to be redacted');
+RESET ROLE;
+SET ROLE browser_admin;
+SELECT convctx.redact_turn('t1', :'t6');
+SELECT convctx.redact_turn('t1', :'t7');
+RESET ROLE;
+-- redact_session removes an app's title also when no turn was left to redact
+SET ROLE browser_app;
+SELECT convctx.set_session_title('t1', 'a title of it');
+RESET ROLE;
+SET ROLE browser_admin;
 SELECT convctx.redact_session('t1') AS redacted_turns;
 RESET ROLE;
+SELECT action, details - 'turn_id' AS details FROM convctx.audit_log
+WHERE tenant_id = 'acme' AND session_id = 't1' ORDER BY logged_at;
 SET ROLE browser_app;
 SELECT session_id, title, title_is_default FROM convctx.list_conversations('u6');
 -- a question that starts with much white space still gives a title

@@ -107,7 +107,11 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.set_session_title(text, text) IS
-    'set the title list_conversations shows for a session (at most 1024 bytes); NULL gives it back its default, the first live question; P0002 when the session does not exist; redact_session and erase_identity remove it';
+    'set the title list_conversations shows for a session (at most 1024 bytes); NULL gives it back its default, the first live question; P0002 when the session does not exist; redact_turn, redact_session and erase_identity remove it, as it may quote a redacted turn';
+
+-- A redacted turn takes the session's title along: the title may quote it.
+COMMENT ON FUNCTION convctx.redact_turn(text, uuid) IS
+    'turn a turn and all its versions into tombstones (ids and timestamps kept, text and metadata cleared) and remove the session''s title (set_session_title), which may quote it; false when already redacted';
 
 CREATE FUNCTION convctx.conversation_turns(session_id text, after_turn_no bigint DEFAULT NULL,
                                            before_turn_no bigint DEFAULT NULL, page_size integer DEFAULT 20,

@@ -488,9 +488,10 @@ IsErasedIdentity(text *identity)
 
 /*
  * Tombstone every version of a turn of the session under the redaction
- * lock, forget what the prompt functions recorded for it, and audit the
- * call; false when it was redacted already. P0002 when the session has no
- * such turn.
+ * lock, clear the session's title, forget what the prompt functions
+ * recorded for the turn, and audit the call (with whether a title was
+ * cleared); false when it was redacted already. P0002 when the session has
+ * no such turn.
  */
 static bool
 RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
@@ -500,11 +501,21 @@ RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 	UUIDPGetDatum(turn_id), (Datum) 0};
 	int64		versions;
 	int64		generation;
+	bool		title_cleared;
 	JsonbParseState *details = NULL;
 	char	   *id = UuidString(turn_id);
 
 	SPI_connect();
 	(void) RedactionLock(tenant, session_id, &generation);
+
+	/*
+	 * The app's title too: it may quote the turn (an app often titles a
+	 * conversation with its first question), and nothing tells whether it
+	 * does. The list shows the default, the first live question, instead.
+	 */
+	SpiRunSessionPlan(&title_clear_plan, TITLE_CLEAR_SQL, tenant, session_id,
+					  false, 0, SPI_OK_UPDATE);
+	title_cleared = SPI_processed > 0;
 	values[3] = Int64GetDatum(generation);
 	SpiRunPlan(SpiKeptPlan(&redact_turn_plan, REDACT_TURN_SQL, 4, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
@@ -529,6 +540,8 @@ RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 	JsonbPushString(&details, WJB_VALUE, id, strlen(id));
 	JsonbPushKey(&details, "versions");
 	JsonbPushInt(&details, WJB_VALUE, versions);
+	JsonbPushKey(&details, "title_cleared");
+	JsonbPushBool(&details, WJB_VALUE, title_cleared);
 	AuditWrite(tenant, "redact_turn", session_id, NULL, JsonbEndObjectText(&details));
 	SPI_finish();
 	return versions > 0;
@@ -546,6 +559,7 @@ RedactSession(text *tenant, text *session_id)
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), (Datum) 0};
 	int64		turns = 0;
 	int64		generation;
+	bool		title_cleared = false;
 	JsonbParseState *details = NULL;
 
 	SPI_connect();
@@ -554,6 +568,7 @@ RedactSession(text *tenant, text *session_id)
 		/* the app's title too, also when no turn was left to redact */
 		SpiRunSessionPlan(&title_clear_plan, TITLE_CLEAR_SQL, tenant, session_id,
 						  false, 0, SPI_OK_UPDATE);
+		title_cleared = SPI_processed > 0;
 		values[2] = Int64GetDatum(generation);
 		SpiRunPlan(SpiKeptPlan(&redact_session_plan, REDACT_SESSION_SQL, 3, argtypes),
 				   values, NULL, false, 0, SPI_OK_SELECT);
@@ -563,6 +578,8 @@ RedactSession(text *tenant, text *session_id)
 	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&details, "turns");
 	JsonbPushInt(&details, WJB_VALUE, turns);
+	JsonbPushKey(&details, "title_cleared");
+	JsonbPushBool(&details, WJB_VALUE, title_cleared);
 	AuditWrite(tenant, "redact_session", session_id, NULL, JsonbEndObjectText(&details));
 	SPI_finish();
 	return turns;
