@@ -109,6 +109,10 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx.set_session_title(text, text) IS
     'set the title list_conversations shows for a session (at most 1024 bytes); NULL gives it back its default, the first live question; P0002 when the session does not exist; redact_turn, redact_session and erase_identity remove it, as it may quote a redacted turn';
 
+-- An erased identity's stand-in is keyed by tenant and identity.
+COMMENT ON FUNCTION convctx.erase_identity(text) IS
+    'right to erasure: redact every turn of every session linked to the identity, delete their prompt data and contexts (and contexts saved with it as user_id), and replace the identity wherever it is stored (sessions, links, tombstones, audit log) by ''erased:'' and the HMAC-SHA256 under convctx.identity_hash_key of the tenant, a zero byte and the identity (no key: ''erased''); returns how many turns';
+
 -- A redacted turn takes the session's title along: the title may quote it.
 COMMENT ON FUNCTION convctx.redact_turn(text, uuid) IS
     'turn a turn and all its versions into tombstones (ids and timestamps kept, text and metadata cleared) and remove the session''s title (set_session_title), which may quote it; false when already redacted';

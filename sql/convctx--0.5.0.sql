@@ -728,7 +728,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.erase_identity(text) IS
-    'right to erasure: redact every turn of every session linked to the identity, delete their prompt data and contexts (and contexts saved with it as user_id), and replace the identity wherever it is stored (sessions, links, tombstones, audit log) by ''erased:'' and its HMAC-SHA256 under convctx.identity_hash_key (no key: ''erased''); returns how many turns';
+    'right to erasure: redact every turn of every session linked to the identity, delete their prompt data and contexts (and contexts saved with it as user_id), and replace the identity wherever it is stored (sessions, links, tombstones, audit log) by ''erased:'' and the HMAC-SHA256 under convctx.identity_hash_key of the tenant, a zero byte and the identity (no key: ''erased''); returns how many turns';
 
 CREATE FUNCTION convctx.retention_settings(
     OUT session_ttl interval, OUT turn_retention interval, OUT context_ttl interval,

@@ -110,8 +110,11 @@ SELECT convctx.set_summary('alice-s1', 'alice summary', (SELECT id FROM ids WHER
                            (SELECT redactions FROM convctx.session WHERE session_id = 'alice-s1'));
 SELECT convctx.context_add('alice-s1', ARRAY['n1'], 'alice@example.com') IS NOT NULL AS added;
 SELECT convctx.context_add('shared-conv', ARRAY['n2'], 'alice@example.com') IS NOT NULL AS added;
--- a refused link names both identities in the audit log
+-- a refused link names both identities in the audit log, which erase_identity rewrites, and
+-- neither in the server log, which no erasure reaches
+SET client_min_messages = log;
 SELECT pg_temp.try($$SELECT convctx.link_session('mallory', 'alice-s2')$$);
+RESET client_min_messages;
 SELECT convctx.start_turn('bob-s1', 'r1', 'bob question', identity_id => 'bob') IS NOT NULL AS started;
 SELECT pg_temp.try($$SELECT convctx.link_session('alice@example.com', 'bob-s1')$$);
 SELECT action, identity_id, details FROM convctx.audit_log WHERE action = 'link_refused' ORDER BY logged_at, details::text;
@@ -135,23 +138,48 @@ SELECT pg_temp.try($$SELECT convctx.link_session('mallory', 'alice-s1')$$);
 SELECT pg_temp.try($$SELECT convctx.start_turn('alice-s2', 'r9', 'q', identity_id => 'mallory')$$);
 SELECT identity_id FROM convctx.session WHERE session_id = 'alice-s1';
 
--- with a key, the identity becomes 'erased:' and its HMAC-SHA256 under the key: the audit
--- trail can tell erased identities apart, and a second erasure finds what came after
+-- with a key, the identity becomes 'erased:' and the HMAC-SHA256 under the key of the tenant,
+-- a zero byte and the identity: the audit trail can tell erased identities apart, and a
+-- second erasure finds what came after
 CREATE EXTENSION pgcrypto;
+CREATE FUNCTION pg_temp.stand_in(tenant text, identity text) RETURNS text LANGUAGE sql AS $$
+    SELECT 'erased:' || encode(hmac(convert_to(tenant, 'UTF8') || '\x00'::bytea || convert_to(identity, 'UTF8'),
+                                    convert_to('identity key', 'UTF8'), 'sha256'), 'hex') $$;
 SET convctx.identity_hash_key = 'identity key';
 SELECT convctx.start_turn('cs1', 'r1', 'carol secret r1', identity_id => 'carol') IS NOT NULL AS started;
 SELECT convctx.erase_identity('carol');
-SELECT identity_id = 'erased:' || encode(hmac('carol', 'identity key', 'sha256'), 'hex') AS keyed_marker
+SELECT identity_id = pg_temp.stand_in('', 'carol') AS keyed_marker
 FROM convctx.session WHERE session_id = 'cs1';
-SELECT identity_id = 'erased:' || encode(hmac('carol', 'identity key', 'sha256'), 'hex') AS keyed_marker
+SELECT identity_id = pg_temp.stand_in('', 'carol') AS keyed_marker
 FROM convctx.audit_log WHERE action = 'erase_identity' ORDER BY logged_at DESC LIMIT 1;
 -- the session goes on (linked, never capped); a turn added after the erasure is found by the next one
 SELECT convctx.start_turn('cs1', 'r2', 'carol secret r2') IS NOT NULL AS started;
 SELECT convctx.erase_identity('carol');
 SELECT request_id, deleted_at IS NOT NULL AS redacted, question_neutral,
-       identity_id = 'erased:' || encode(hmac('carol', 'identity key', 'sha256'), 'hex') AS keyed_marker
+       identity_id = pg_temp.stand_in('', 'carol') AS keyed_marker
 FROM convctx.turn WHERE session_id = 'cs1' ORDER BY turn_no;
 SELECT * FROM pg_temp.rows_holding('carol') WHERE hits > 0;
+-- the same identity erased in another tenant gets another stand-in: erasing a guess in one
+-- tenant confirms nothing about another tenant's identities
+SET convctx.tenant = 'tenant-c';
+SELECT convctx.start_turn('cs1', 'r1', 'carol of tenant c', identity_id => 'carol') IS NOT NULL AS started;
+SELECT convctx.erase_identity('carol');
+RESET convctx.tenant;
+SELECT tenant_id, identity_id = pg_temp.stand_in(tenant_id, 'carol') AS keyed_marker
+FROM convctx.session WHERE session_id = 'cs1' ORDER BY tenant_id;
+SELECT count(DISTINCT identity_id) AS stand_ins FROM convctx.session WHERE session_id = 'cs1';
+-- the tenant and the identity cannot trade bytes: ('t', 'ab') and ('ta', 'b') differ
+SELECT pg_temp.stand_in('t', 'ab') <> pg_temp.stand_in('ta', 'b') AS unambiguous;
+-- a stand-in written before 0.5.0 (the HMAC of the identity alone) is found by a later erasure
+SELECT convctx.start_turn('cs-old', 'r1', 'old carol', identity_id => 'carol') IS NOT NULL AS started;
+UPDATE convctx.session SET identity_id = 'erased:' || encode(hmac('carol', 'identity key', 'sha256'), 'hex')
+WHERE session_id = 'cs-old';
+UPDATE convctx.session_link SET identity_id = 'erased:' || encode(hmac('carol', 'identity key', 'sha256'), 'hex')
+WHERE session_id = 'cs-old';
+SELECT convctx.erase_identity('carol');
+SELECT question_neutral, identity_id = pg_temp.stand_in('', 'carol') AS keyed_marker
+FROM convctx.turn WHERE session_id = 'cs-old';
+SELECT identity_id = pg_temp.stand_in('', 'carol') AS keyed_marker FROM convctx.session WHERE session_id = 'cs-old';
 RESET convctx.identity_hash_key;
 DROP EXTENSION pgcrypto;
 -- only values that name an identity change: erasing an "identity" equal to a turn id or to a

@@ -117,7 +117,8 @@ extern void CheckMetadataSize(Datum merged);
 extern char *KeyedHashHex(const char *key, const char *data, int len);
 
 /* What an erased identity becomes (lifecycle.c) */
-extern text *ErasedIdentity(text *identity_id);
+extern text *ErasedIdentity(text *tenant, text *identity_id);
+extern text *LegacyErasedIdentity(text *identity_id);
 extern bool IsErasedIdentity(text *identity);
 
 /* Session links (session_link.c) */

@@ -180,7 +180,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 
 /*
  * erase_identity. $1 is the tenant, $2 the identities to look for (the
- * identity, and the keyed stand-in of an earlier erasure of it), $3 the
+ * identity, and the keyed stand-ins of an earlier erasure of it), $3 the
  * identity: the sessions linked to them and the sessions whose context
  * was saved with the identity as user_id (the contexts are deleted below,
  * and a context row is locked only under its session's lock), in
@@ -460,16 +460,40 @@ RedactionLock(text *tenant, text *session_id, int64 *generation)
 
 /*
  * What an erased identity becomes wherever it was stored: "erased:" and
- * the hex HMAC-SHA256 of the identity under convctx.identity_hash_key, so
- * that the audit trail can still tell one erased identity from another
- * (and a later erasure of the same identity finds it); without a key, the
- * same marker "erased" for every identity.
+ * the hex HMAC-SHA256 under convctx.identity_hash_key of the tenant id, a
+ * zero byte and the identity (a text holds no zero byte, so no two pairs
+ * give the same input), so that the audit trail can still tell one erased
+ * identity from another (and a later erasure of the same identity finds
+ * it); without a key, the same marker "erased" for every identity. The
+ * tenant is part of it so that an administrator of one tenant cannot
+ * confirm a guess about another tenant's identities by erasing the guess
+ * in their own tenant and comparing stand-ins.
  */
 text *
-ErasedIdentity(text *identity_id)
+ErasedIdentity(text *tenant, text *identity_id)
 {
+	StringInfoData data;
+
 	if (convctx_identity_hash_key == NULL || convctx_identity_hash_key[0] == '\0')
 		return cstring_to_text("erased");
+	initStringInfo(&data);
+	appendBinaryStringInfo(&data, VARDATA_ANY(tenant), VARSIZE_ANY_EXHDR(tenant));
+	appendStringInfoChar(&data, '\0');
+	appendBinaryStringInfo(&data, VARDATA_ANY(identity_id), VARSIZE_ANY_EXHDR(identity_id));
+	return cstring_to_text(psprintf("erased:%s",
+									KeyedHashHex(convctx_identity_hash_key, data.data, data.len)));
+}
+
+/*
+ * The stand-in erasures wrote before 0.5.0, the same in every tenant: the
+ * HMAC of the identity alone. Only looked for, never written. NULL without
+ * a key.
+ */
+text *
+LegacyErasedIdentity(text *identity_id)
+{
+	if (convctx_identity_hash_key == NULL || convctx_identity_hash_key[0] == '\0')
+		return NULL;
 	return cstring_to_text(psprintf("erased:%s",
 									KeyedHashHex(convctx_identity_hash_key,
 												 VARDATA_ANY(identity_id),
@@ -880,9 +904,10 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 static int64
 EraseIdentity(text *tenant, text *identity_id)
 {
-	text	   *erased = ErasedIdentity(identity_id);
-	bool		keyed = convctx_identity_hash_key != NULL && convctx_identity_hash_key[0] != '\0';
-	Datum		idents[2] = {PointerGetDatum(identity_id), PointerGetDatum(erased)};
+	text	   *erased = ErasedIdentity(tenant, identity_id);
+	text	   *erased_before = LegacyErasedIdentity(identity_id);
+	Datum		idents[3] = {PointerGetDatum(identity_id), PointerGetDatum(erased),
+	PointerGetDatum(erased_before)};
 	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
 	Datum		values[3];
 	Oid			audit_types[3] = {TEXTOID, TEXTOID, TEXTOID};
@@ -896,12 +921,13 @@ EraseIdentity(text *tenant, text *identity_id)
 	SPI_connect();
 
 	/*
-	 * The keyed stand-in of an earlier erasure is looked for too: turns added
-	 * to those sessions since are the identity's as well. The unkeyed marker
-	 * is every erased identity's, so it is not.
+	 * The keyed stand-ins of an earlier erasure (and of one before 0.5.0)
+	 * are looked for too: turns added to those sessions since are the
+	 * identity's as well. The unkeyed marker is every erased identity's, so
+	 * it is not.
 	 */
 	values[1] = EraseLockSessions(tenant,
-								  PointerGetDatum(construct_array(idents, keyed ? 2 : 1, TEXTOID,
+								  PointerGetDatum(construct_array(idents, erased_before ? 3 : 1, TEXTOID,
 																  -1, false, TYPALIGN_INT)),
 								  identity_id, &sessions, &nsessions);
 	if (nsessions > 0)

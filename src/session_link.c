@@ -96,14 +96,15 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 		 * The server-log line first, with interrupts held so that no cancel
 		 * can come between it and the audit row (errfinish checks for
 		 * interrupts even after a LOG); a pending cancel or terminate takes
-		 * effect once the row is committed.
+		 * effect once the row is committed. It names no identity: the audit
+		 * row does, where erase_identity can reach it, and no erasure can
+		 * reach a server log.
 		 */
 		HOLD_INTERRUPTS();
 		ereport(LOG,
-				errmsg("convctx: refused to link session \"%s\" of tenant \"%s\" to identity \"%s\"",
-					   session, text_to_cstring(tenant), text_to_cstring(identity_id)),
-				errdetail("The session is already linked to identity \"%s\".",
-						  text_to_cstring(current_identity)));
+				errmsg("convctx: refused to link session \"%s\" of tenant \"%s\" to another identity",
+					   session, text_to_cstring(tenant)),
+				errdetail("The audit row of action link_refused names both identities."));
 		audited = AuditWriteAutonomous(tenant, "link_refused", session_id, identity_id,
 									   JsonbEndObjectText(&details));
 		RESUME_INTERRUPTS();
