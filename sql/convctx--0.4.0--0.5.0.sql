@@ -57,6 +57,10 @@ GRANT EXECUTE ON FUNCTION convctx.export_records(text, text, timestamptz, timest
 -- Import: convctx.jsonl records written with their own ids and timestamps
 ------------------------------------------------------------------------------
 
+-- The erasures, by stand-in: import_records refuses what an erasure deleted.
+CREATE INDEX audit_log_erasures ON convctx.audit_log (tenant_id, identity_id)
+    WHERE action = 'erase_identity';
+
 CREATE FUNCTION convctx.import_records(records text[], on_conflict text DEFAULT 'skip',
                                        allow_anonymous boolean DEFAULT false,
                                        as_identity text DEFAULT NULL, identity_map jsonb DEFAULT NULL)
@@ -66,7 +70,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 6
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) IS
-    'write convctx.jsonl records (session groups: a session record, then its turns, retrievals, clarifications, summary and context; or a context alone) into the tenant the caller acts for, with their ids and timestamps, under the rules of the API; derived counts are recomputed and checked; an existing session is skipped whole (on_conflict ''skip'') or refused (''error''), one of another identity refused with CV001 and audited; anonymous sessions the next purge would delete are refused unless allow_anonymous, or given as_identity; identity_map renames identities; returns the records imported and skipped per type; what convctx import sends';
+    'write convctx.jsonl records (session groups: a session record, then its turns, retrievals, clarifications, summary and context; or a context alone) into the tenant the caller acts for, with their ids and timestamps, under the rules of the API; derived counts are recomputed and checked; an existing session is skipped whole (on_conflict ''skip'') or refused (''error''), one of another identity refused with CV001 and audited; a context that erase_identity deleted (of an erased session, or with a key of an erased user_id) refused with 55000; anonymous sessions the next purge would delete are refused unless allow_anonymous, or given as_identity; identity_map renames identities; returns the records imported and skipped per type; what convctx import sends';
 
 REVOKE ALL ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) TO convctx_admin;

@@ -268,6 +268,44 @@ SELECT s.session_id, s.identity_id, l.identity_id AS linked, s.live_turns,
 FROM convctx.session s LEFT JOIN convctx.session_link l USING (tenant_id, session_id)
 WHERE s.tenant_id = 'copy' AND s.session_id IN ('old', 'old2', 'mapped') ORDER BY 1;
 
+-- An erasure holds against re-import: after erase_identity('u1') in acme, its export from
+-- before the erasure brings back nothing the erasure took, and writes no audit row naming u1.
+-- With convctx.identity_hash_key a session or context of the erased identity is refused
+-- (55000), also renamed with identity_map; a context of an erased session is refused with or
+-- without a key.
+\set VERBOSITY default
+SET convctx.identity_hash_key = 'import key';
+SET ROLE import_admin;
+SELECT convctx.erase_identity('u1') > 0 AS erased;
+-- the whole export, then c3 alone (a context without a session, saved with user_id u1)
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.src));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'conversation_id' = 'c3'));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'conversation_id' = 'c3'),
+                                     identity_map => '{"u1": "u1-again"}');
+\echo :LAST_ERROR_SQLSTATE
+-- the session group of s1 alone, as exported and with its identity renamed
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'session_id' = 's1' ORDER BY n));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'session_id' = 's1' ORDER BY n),
+                                     identity_map => '{"u1": "u1-again"}');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+RESET convctx.identity_hash_key;
+-- without a key the identity is not recognised, but the context of the erased session s1 is
+-- still refused
+SET ROLE import_admin;
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'conversation_id' = 's1'
+                                                                        AND record_type = 'context'));
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+\set VERBOSITY terse
+SELECT count(*) AS contexts FROM convctx.conversation_context WHERE tenant_id = 'acme';
+SELECT count(*) FILTER (WHERE strpos(row_to_json(a)::text, 'u1') > 0) AS audit_rows_naming_u1
+FROM convctx.audit_log a WHERE tenant_id = 'acme';
+SELECT count(*) AS rows_naming_u1 FROM convctx.session WHERE tenant_id = 'acme' AND identity_id = 'u1';
+
 -- Only administrators; an app role cannot import.
 SET ROLE import_app;
 SELECT * FROM convctx.import_records(pg_temp.batch('{}'));

@@ -229,6 +229,8 @@ static SPIPlanPtr clarification_insert_plan = NULL;
 static SPIPlanPtr summary_insert_plan = NULL;
 static SPIPlanPtr context_insert_plan = NULL;
 static SPIPlanPtr session_finish_plan = NULL;
+static SPIPlanPtr session_identity_plan = NULL;
+static SPIPlanPtr identity_erased_plan = NULL;
 
 /* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at, $6 title */
 #define SESSION_INSERT_SQL \
@@ -277,6 +279,24 @@ static SPIPlanPtr session_finish_plan = NULL;
 	" created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)" \
 	" ON CONFLICT (tenant_id, conversation_id) DO NOTHING" \
 	" RETURNING 1"
+
+/* The identity of a session, if it exists (a context's conversation). */
+#define SESSION_IDENTITY_SQL \
+	"SELECT identity_id FROM convctx.session WHERE " SESSION_KEY
+
+/*
+ * Whether an identity was erased in tenant $1, by its keyed stand-ins $2:
+ * sessions erase_identity left linked to the stand-in, or the audit row of
+ * the erasure (index audit_log_erasures).
+ */
+#define IDENTITY_ERASED_SQL \
+	"SELECT EXISTS (SELECT 1 FROM convctx.session_link" \
+	"                WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"                  AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))" \
+	"    OR EXISTS (SELECT 1 FROM convctx.audit_log" \
+	"                WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"                  AND action OPERATOR(pg_catalog.=) 'erase_identity'" \
+	"                  AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))"
 
 /* $3 last_turn_no, $4 live_turns, $5 live_answers, $6 summary_through_turn_no, $7 redactions */
 #define SESSION_FINISH_SQL \
@@ -1018,6 +1038,74 @@ CheckFirstInBatch(ImportOptions *opts, ImportRecord *rec, const char *kind, text
 }
 
 /*
+ * Was identity erased in the tenant? Only a keyed stand-in tells (the
+ * one of 0.5.0 and the one of erasures before it); without
+ * convctx.identity_hash_key every erased identity is "erased", and no
+ * identity can be recognised as erased.
+ */
+static bool
+IdentityErased(text *tenant, text *identity)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		values[2];
+	Datum		stand_ins[2];
+	bool		isnull;
+
+	stand_ins[1] = PointerGetDatum(LegacyErasedIdentity(identity));
+	if (stand_ins[1] == PointerGetDatum(NULL))
+		return false;
+	stand_ins[0] = PointerGetDatum(ErasedIdentity(tenant, identity));
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(construct_array(stand_ins, 2, TEXTOID, -1, false, TYPALIGN_INT));
+	SpiRunPlan(SpiKeptPlan(&identity_erased_plan, IDENTITY_ERASED_SQL, 2, argtypes), values, NULL,
+			   false, 1, SPI_OK_SELECT);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Was the identity of a record erased, as the record names it (raw) or as
+ * it would be written (mapped by identity_map, or as_identity)? Either
+ * way the import would bring back what the erasure took.
+ */
+static bool
+RecordIdentityErased(ImportOptions *opts, text *raw, text *mapped)
+{
+	return (raw != NULL && IdentityErased(opts->tenant, raw)) ||
+		(mapped != NULL && mapped != raw && IdentityErased(opts->tenant, mapped));
+}
+
+/*
+ * An erasure holds against the import of an export made before it: a
+ * context whose user_id is an identity erased in the tenant (recognised
+ * with a key only), or whose conversation is a session erase_identity
+ * erased, is refused with 55000, as its session is refused. Neither
+ * message names the identity: it would reach the server log.
+ */
+static void
+CheckContextNotErased(ImportOptions *opts, text *conversation_id, const char *name,
+					  text *raw_user, text *user)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (RecordIdentityErased(opts, raw_user, user))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("the context of conversation \"%s\" was erased", name),
+				errdetail("Its user_id is an identity that erase_identity erased in this tenant; an import does not bring it back."));
+	SpiRunSessionPlan(&session_identity_plan, SESSION_IDENTITY_SQL, opts->tenant, conversation_id,
+					  false, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull && IsErasedIdentity(DatumGetTextPP(d)))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("the context of conversation \"%s\" was erased", name),
+				errdetail("erase_identity erased the session of this conversation and deleted its context; an import does not bring it back."));
+}
+
+/*
  * A session record: start its group. The session row is created at once,
  * locked for the rest of the transaction; when it exists the group is
  * skipped, or refused when it belongs to another identity or on_conflict
@@ -1030,6 +1118,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	Datum		values[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	text	   *identity;
+	text	   *raw_identity;
 	text	   *title;
 	bool		linked_null;
 	bool		isnull;
@@ -1074,6 +1163,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	if (identity == NULL && !linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be null when identity_id is", "linked_at", NULL);
 
+	raw_identity = identity;
 	identity = MappedIdentity(opts, identity);
 	if (identity == NULL && opts->as_identity != NULL)
 	{
@@ -1082,6 +1172,16 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	}
 	g->identity = identity;
 	g->open = true;
+
+	/*
+	 * A session of an erased identity is refused before its row is looked
+	 * at: the refusal of a link (below) would audit the identity in clear.
+	 */
+	if (RecordIdentityErased(opts, raw_identity, identity))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("session \"%s\" belongs to an erased identity", g->session_name),
+				errdetail("Its identity is one that erase_identity erased in this tenant; an import does not bring it back."));
 
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(g->session_id);
@@ -1308,7 +1408,8 @@ ImportSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 /*
  * A context record: in its session's group, or standing alone (a
  * conversation without a session row, or one an identity export took
- * for its user_id). One that exists already is skipped, or refused.
+ * for its user_id). One that exists already is skipped, or refused; so is
+ * one that an erasure deleted (CheckContextNotErased).
  */
 static void
 ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
@@ -1318,6 +1419,7 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	text	   *conversation_id = RecordId(rec, "conversation_id", true);
 	Jsonb	   *ctx;
+	text	   *raw_user;
 	text	   *user;
 	TimestampTz created_at;
 	TimestampTz updated_at;
@@ -1333,13 +1435,15 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	}
 	ctx = RecordJsonb(rec, "context", true, false);
 	ContextCheckShape(ctx);
-	user = MappedIdentity(opts, RecordId(rec, "user_id", false));
+	raw_user = RecordId(rec, "user_id", false);
+	user = MappedIdentity(opts, raw_user);
 	created_at = RecordTimestamp(rec, "created_at", true, &isnull);
 	updated_at = RecordTimestamp(rec, "updated_at", true, &isnull);
 	if (updated_at < created_at)
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				errmsg("updated_at of the context of conversation \"%s\" is before its created_at", rec->group_id));
+	CheckContextNotErased(opts, conversation_id, rec->group_id, raw_user, user);
 	if (in_group)
 	{
 		if (g->context_recno)
