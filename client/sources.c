@@ -873,7 +873,9 @@ row_cmp(const void *a, const void *b)
 /*
  * Order rows by conversation, then by key2 (the order the library reads
  * them in: a serial id, a time), then as read: a file of rows may hold
- * them in any order (SELECT row_to_json(t) FROM t has none).
+ * them in any order (SELECT row_to_json(t) FROM t has none), and a
+ * database orders text by its collation, not in the byte order that
+ * comparing ids here (the merge of Mastra's threads and messages) needs.
  */
 static void
 rows_sort(RowList *l, const char *key, const char *key2)
@@ -950,8 +952,7 @@ import_langchain(Importer *imp, FILE *in, bool js)
 	{
 		PGconn	   *src = connect_source(imp);
 		char	   *q = qualified_table(src, imp->o->source_schema, table);
-		char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t"
-								   " ORDER BY t.session_id, t.id", q);
+		char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t", q);
 
 		rows_from_query(imp, src, table, sql, &rows);
 		PQfinish(src);
@@ -959,10 +960,8 @@ import_langchain(Importer *imp, FILE *in, bool js)
 		free(q);
 	}
 	else
-	{
 		rows_from_file(imp, in, &rows);
-		rows_sort(&rows, "session_id", "id");
-	}
+	rows_sort(&rows, "session_id", "id");
 
 	while (i < rows.n)
 	{
@@ -1114,11 +1113,12 @@ import_mastra(Importer *imp, FILE *in)
 		char	   *qm = qualified_table(src, imp->o->source_schema, "mastra_messages");
 		char	   *sql;
 
-		sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t ORDER BY t.id", qt);
+		sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t", qt);
 		rows_from_query(imp, src, "mastra_threads", sql, &threads);
 		free(sql);
+		/* the order of a thread's messages at the same time: the library's */
 		sql = xsprintf("SELECT pg_catalog.row_to_json(m)::pg_catalog.text FROM %s m"
-					   " ORDER BY m.thread_id, m.\"createdAt\", m.id", qm);
+					   " ORDER BY m.\"createdAt\", m.id", qm);
 		rows_from_query(imp, src, "mastra_messages", sql, &messages);
 		free(sql);
 		free(qt);
@@ -1138,9 +1138,10 @@ import_mastra(Importer *imp, FILE *in)
 				rows_add(&threads, rows.rows[i].v, rows.rows[i].lineno);
 		}
 		rows_free(&rows);
-		rows_sort(&threads, "id", NULL);
-		rows_sort(&messages, "thread_id", "createdAt");
 	}
+	/* in byte order, whatever the source database's collation: merged below */
+	rows_sort(&threads, "id", NULL);
+	rows_sort(&messages, "thread_id", "createdAt");
 
 	for (i = 0; i < threads.n; i++)
 	{
@@ -1404,8 +1405,7 @@ import_langgraph(Importer *imp, FILE *in)
 		char	   *qb = qualified_table(src, imp->o->source_schema, "checkpoint_blobs");
 		char	   *sql;
 
-		sql = xsprintf("SELECT pg_catalog.row_to_json(c)::pg_catalog.text FROM %s c"
-					   " ORDER BY c.thread_id, c.checkpoint_ns, c.checkpoint_id", qc);
+		sql = xsprintf("SELECT pg_catalog.row_to_json(c)::pg_catalog.text FROM %s c", qc);
 		rows_from_query(imp, src, "checkpoints", sql, &checkpoints);
 		free(sql);
 		sql = xsprintf("SELECT pg_catalog.row_to_json(b)::pg_catalog.text FROM %s b"
@@ -1435,8 +1435,8 @@ import_langgraph(Importer *imp, FILE *in)
 				json_decref(v);	/* other channels, pending writes */
 		}
 		rows_free(&rows);
-		rows_sort(&checkpoints, "thread_id", "checkpoint_id");
 	}
+	rows_sort(&checkpoints, "thread_id", "checkpoint_id");
 
 	blob_index = index_blobs(&blobs);
 	for (start = 0; start < checkpoints.n;)

@@ -459,6 +459,27 @@ is($node->safe_psql('fresh', q{SELECT bool_and(t.created_at = r.created_at) FROM
     JOIN convctx.turn r ON r.tenant_id = 'mastra-file' AND r.session_id = t.session_id AND r.turn_no = t.turn_no
     WHERE t.tenant_id = 'mastra-db'}), 't', 'mastra: the same times from the file and from the database');
 
+# a source database whose collation is not C: the threads and the messages
+# are merged in one order all the same (here "thread-a" sorts before
+# "Thread-B", and after it byte for byte)
+$node->safe_psql('postgres', q{CREATE DATABASE src_icu TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'
+    LOCALE 'C.UTF-8'});
+$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port,
+    '-d', 'src_icu', '-f', "$fixtures/mastra/schema.sql" ], 'the Mastra tables in a database of collation en-US');
+$node->safe_psql('src_icu', q{
+    INSERT INTO mastra_threads (id, "resourceId", title, "createdAt", "updatedAt") VALUES
+        ('thread-a', 'user-1', '', '2026-01-01 10:00', '2026-01-01 10:00'),
+        ('Thread-B', 'user-2', '', '2026-01-01 10:00', '2026-01-01 10:02');
+    INSERT INTO mastra_messages (id, thread_id, content, role, type, "createdAt") VALUES
+        ('m1', 'Thread-B', 'Question B', 'user', 'text', '2026-01-01 10:01'),
+        ('m2', 'Thread-B', 'Answer B', 'assistant', 'text', '2026-01-01 10:02');
+});
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'icu', '--from=mastra',
+    '--source-dsn=host=' . $node->host . ' port=' . $node->port . ' dbname=src_icu');
+is($rc, 0, 'Mastra from a database of collation en-US: exit 0') or diag($err);
+is(turns_of('icu'), 'Thread-B|user-2|1|Question B|Answer B', 'collation en-US: every message in its thread');
+unlike($err, qr/threads that do not exist/, 'collation en-US: no message without its thread');
+
 # a source row the tool cannot read: reported with its source key, nothing of its conversation written
 {
     my $rows = read_file("$fixtures/langchain-js/rows.jsonl");
