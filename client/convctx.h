@@ -129,6 +129,7 @@ typedef struct Importer
 	long long	skipped[6];
 	long long	metadata_keys_dropped;
 	long long	rejected;		/* conversations */
+	long long	anonymous_undated;	/* anonymous, given the import's time */
 	long long	records_sent;
 	const char *dropped_names[MAX_DROPPED];	/* what a source holds and convctx does not */
 	long long	dropped_counts[MAX_DROPPED];

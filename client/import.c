@@ -76,7 +76,9 @@ import_usage(FILE *out)
 			"  --as-identity=ID        link anonymous conversations to identity ID\n"
 			"  --identity-map=FILE     rename identities: a JSON object {\"old\": \"new\", ...}\n"
 			"  --allow-anonymous       import anonymous conversations that the next purge or\n"
-			"                          the anonymous cap would cut\n"
+			"                          the anonymous cap would cut, and those whose source\n"
+			"                          holds no time (they expire convctx.session_ttl after\n"
+			"                          the import)\n"
 			"  --max-errors=N          reject up to N conversations and go on (-1: no limit;\n"
 			"                          default 0: stop at the first)\n"
 			"  --reject-file=FILE      write the records of rejected conversations to FILE\n"
@@ -785,6 +787,11 @@ print_summary(Importer *imp)
 	for (t = 0; t < imp->ndropped; t++)
 		fprintf(stderr, "%s: not imported: %s: %lld\n", progname, imp->dropped_names[t],
 				imp->dropped_counts[t]);
+	if (imp->anonymous_undated > 0)
+		fprintf(stderr, "%s: warning: %lld anonymous conversation%s without a time in %s source took the "
+				"import's time: the first purge after convctx.session_ttl from now deletes %s\n", progname,
+				imp->anonymous_undated, imp->anonymous_undated == 1 ? "" : "s",
+				imp->anonymous_undated == 1 ? "its" : "their", imp->anonymous_undated == 1 ? "it" : "them");
 	if (imp->rejected > 0)
 		fprintf(stderr, "%s: rejected %lld conversation%s%s%s\n", progname, imp->rejected,
 				imp->rejected == 1 ? "" : "s",

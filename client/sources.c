@@ -283,7 +283,11 @@ emit_turn(Group *g, Conversation *c, TurnBuild *t, long turn_no)
 
 /*
  * Make a conversation's records and hand them to the importer: the
- * session record, then a turn per question.
+ * session record, then a turn per question. An anonymous conversation
+ * whose last activity is the import's time (its source holds none) would
+ * look active now and be deleted by the first purge after
+ * convctx.session_ttl: refused unless --as-identity links it or
+ * --allow-anonymous takes it as it is (counted, and warned about).
  */
 static void
 emit_conversation(Importer *imp, Conversation *c)
@@ -296,6 +300,8 @@ emit_conversation(Importer *imp, Conversation *c)
 	int			i;
 	const char *first = NULL;
 	const char *last = NULL;
+	bool		undated = c->updated_at == NULL && c->created_at == NULL &&
+		(c->n == 0 || c->msgs[c->n - 1].time == NULL);
 
 	if (times == NULL)
 		fail(EXIT_ERROR, "out of memory");
@@ -369,6 +375,21 @@ emit_conversation(Importer *imp, Conversation *c)
 	for (i = 0; i <= c->n; i++)
 		free(times[i]);
 	free(times);
+	if (undated && c->identity == NULL && imp->o->as_identity == NULL)
+	{
+		if (!imp->o->allow_anonymous)
+		{
+			fprintf(stderr, "%s: error: anonymous conversation \"%s\" has no time in its source: imported, "
+					"it would take the import's time and be deleted by the first purge after "
+					"convctx.session_ttl\n", c->where, c->id);
+			fprintf(stderr, "HINT:  Link it to an identity with --as-identity=ID, or take it as it is "
+					"with --allow-anonymous.\n");
+			importer_reject(imp, g);
+			conversation_free(c);
+			return;
+		}
+		imp->anonymous_undated++;
+	}
 	importer_add(imp, g);
 	conversation_free(c);
 }

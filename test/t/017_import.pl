@@ -480,6 +480,22 @@ is($rc, 0, 'Mastra from a database of collation en-US: exit 0') or diag($err);
 is(turns_of('icu'), 'Thread-B|user-2|1|Question B|Answer B', 'collation en-US: every message in its thread');
 unlike($err, qr/threads that do not exist/, 'collation en-US: no message without its thread');
 
+# anonymous conversations whose source holds no time would take the
+# import's time and expire convctx.session_ttl after it: refused unless
+# linked or allowed, and then counted
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'undated', '--from=langchain-js',
+    '-f', "$fixtures/langchain-js/rows.jsonl");
+is($rc, 1, 'anonymous conversations without times: exit 1');
+like($err, qr/error: anonymous conversation "thread-a" has no time in its source: .*convctx\.session_ttl\nHINT: .*--as-identity=ID.*--allow-anonymous/,
+    'anonymous conversations without times: why, and what to do');
+is(count_sessions('undated'), '0', 'anonymous conversations without times: nothing written');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'undated', '--from=langchain-js',
+    '--allow-anonymous', '-f', "$fixtures/langchain-js/rows.jsonl");
+is($rc, 0, 'anonymous conversations without times, --allow-anonymous: exit 0') or diag($err);
+like($err, qr/warning: 3 anonymous conversations without a time in their source took the import's time: the first purge after convctx\.session_ttl from now deletes them/,
+    '--allow-anonymous: warned, with the count');
+is(count_sessions('undated'), '3', '--allow-anonymous: imported');
+
 # a source row the tool cannot read: reported with its source key, nothing of its conversation written
 {
     my $rows = read_file("$fixtures/langchain-js/rows.jsonl");
