@@ -27,6 +27,7 @@
 #define EXIT_ERROR			1	/* usage, file, or a server error that stopped the run */
 #define EXIT_CONNECTION		2	/* could not connect, or the connection was lost */
 #define EXIT_REJECTED		3	/* import done, but conversations were rejected */
+#define EXIT_INTERRUPTED	4	/* the server stopped the work: a cancel, a timeout, ... */
 
 /* The format of the files the tool writes and reads. */
 #define JSONL_FORMAT		"convctx.jsonl"
@@ -73,6 +74,7 @@ extern PGresult *run(PGconn *conn, const char *what, const char *sql, int nparam
 					 const char *const *params, ExecStatusType expect);
 extern double now_seconds(void);
 extern bool common_option(int c, CommonOptions *o);
+extern bool interrupted_error(const char *sqlstate);
 
 /* export.c */
 extern int	export_main(int argc, char **argv);

@@ -78,7 +78,8 @@ export_usage(FILE *out)
 			"  -w, --no-password    -W, --password\n"
 			"  --tenant=TENANT      the tenant, for a role bound to every tenant\n\n"
 			"The role must be a member of convctx_admin.\n"
-			"Exit status: 0 done, 1 error, 2 connection failed or lost.\n",
+			"Exit status: 0 done, 1 error, 2 connection failed or lost, 4 interrupted by the\n"
+			"server (a cancel, a timeout, a shutdown, a lack of resources): run it again.\n",
 			progname, progname);
 }
 

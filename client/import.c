@@ -93,10 +93,13 @@ import_usage(FILE *out)
 			"  -d, --dbname=CONNSTR    database name or connection string\n"
 			"  -h, --host=HOST      -p, --port=PORT      -U, --username=USER\n"
 			"  -w, --no-password    -W, --password\n"
-			"  --tenant=TENANT         the tenant, for a role bound to every tenant\n\n"
+			"  --tenant=TENANT         the tenant, for a role bound to every tenant (needed\n"
+			"                          for a file exported from a tenant other than \"\")\n\n"
 			"The role must be a member of convctx_admin.\n"
 			"Exit status: 0 done, 1 error (nothing more written), 2 connection failed or\n"
-			"lost, 3 done but conversations were rejected (--max-errors).\n",
+			"lost, 3 done but conversations were rejected (--max-errors), 4 interrupted by\n"
+			"the server (a cancel, a timeout, a deadlock, a shutdown, a lack of resources;\n"
+			"never counted against a conversation): run it again to go on.\n",
 			progname, progname, DEFAULT_BATCH);
 }
 
@@ -507,11 +510,104 @@ reject_group(Importer *imp, Group *g)
 		importer_stop(imp);
 }
 
+static void stop_import(Importer *imp, int code) __attribute__((noreturn));
+
+/*
+ * An error of a record's data, counted against its conversation: classes
+ * 22 and 23, the limits of class 54, and the refusals of import_records()
+ * that are not of those classes (an erasure, 55000; a session linked to
+ * another identity, CV001). Anything else (a cancel, a timeout, a
+ * deadlock, a shutdown) stops the import whatever --max-errors says.
+ */
+static bool
+data_error(const char *sqlstate)
+{
+	return sqlstate && (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0 ||
+						strncmp(sqlstate, "54", 2) == 0 || strcmp(sqlstate, "55000") == 0 ||
+						strcmp(sqlstate, "CV001") == 0);
+}
+
+static void
+free_error(BatchError *err)
+{
+	free(err->sqlstate);
+	free(err->message);
+	free(err->detail);
+	free(err->hint);
+	memset(err, 0, sizeof(*err));
+}
+
+/*
+ * A character the database's encoding cannot hold is refused while the
+ * server reads the batch's parameter, before import_records() sees a
+ * record, so the error names none. Find the record: the first of
+ * groups[0..n) the server cannot take as text (a call per record, made
+ * only after such a refusal, outside the transaction that failed). Its
+ * number in the batch, with *err its error; 0 when every record passes.
+ */
+static int
+find_unconvertible(Importer *imp, Group **groups, int n, BatchError *err)
+{
+	int			recno = 0;
+	int			found = 0;
+	int			i,
+				j;
+
+	if (imp->o->single_transaction)
+		exec_ok(imp, "rolling back", "ROLLBACK");	/* failed: nothing is written */
+	for (i = 0; i < n && !found; i++)
+		for (j = 0; j < groups[i]->n && !found; j++)
+		{
+			const char *value[1] = {groups[i]->lines[j]};
+			PGresult   *res = PQexecParams(imp->conn, "SELECT $1::pg_catalog.text IS NULL", 1, NULL,
+										   value, NULL, NULL, 0);
+
+			recno++;
+			if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			{
+				if (PQstatus(imp->conn) != CONNECTION_OK)
+					fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
+				free_error(err);
+				keep_error(imp->conn, res, err);
+				found = recno;
+			}
+			PQclear(res);
+		}
+	if (imp->o->single_transaction)
+		exec_ok(imp, "starting a transaction", "BEGIN");	/* for importer_abort to roll back */
+	return found;
+}
+
+/*
+ * Stop after a server error that blames no record: a transaction that
+ * failed as a whole, or an interruption (a cancel, a timeout, a deadlock,
+ * a shutdown), which is never a record's fault and stops the import with
+ * status 4, whatever --max-errors says.
+ */
+static void
+stop_on_server_error(Importer *imp, BatchError *err)
+{
+	bool		interrupted = interrupted_error(err->sqlstate);
+
+	fprintf(stderr, "%s: error: %s%s%s%s\n", progname, err->message,
+			err->sqlstate ? " (SQLSTATE " : "", err->sqlstate ? err->sqlstate : "",
+			err->sqlstate ? ")" : "");
+	if (err->detail)
+		fprintf(stderr, "DETAIL:  %s\n", err->detail);
+	if (err->hint)
+		fprintf(stderr, "HINT:  %s\n", err->hint);
+	if (interrupted)
+		fprintf(stderr, "%s: the server interrupted the import (a cancel, a timeout, a deadlock, a shutdown "
+				"or a lack of resources), not a record of it: the batch it was writing is rolled back; "
+				"run the import again to go on (conversations already there are skipped)\n", progname);
+	stop_import(imp, interrupted ? EXIT_INTERRUPTED : EXIT_ERROR);
+}
+
 /*
  * Write groups[0..n): in one call when the server takes them all; when it
- * refuses a record, the groups before its group are sent again, its group
- * is rejected, and the rest follow. With refused set, the first call was
- * made already and refused with *refused.
+ * refuses a record for its data, the groups before its group are sent
+ * again, its group is rejected, and the rest follow. With refused set, the
+ * first call was made already and refused with *refused.
  */
 static void
 flush_groups(Importer *imp, Group **groups, int n, BatchError *refused)
@@ -530,24 +626,14 @@ flush_groups(Importer *imp, Group **groups, int n, BatchError *refused)
 		}
 		else if (send_batch(imp, groups, n, &err))
 			return;
+		if (err.recno == 0 && err.sqlstate &&
+			(strcmp(err.sqlstate, "22P05") == 0 || strcmp(err.sqlstate, "22021") == 0))
+			err.recno = find_unconvertible(imp, groups, n, &err);
 		failed = group_of_record(groups, n, err.recno, &index);
-		if (failed < 0)
-		{
-			/* an error that names no record: the batch as a whole */
-			fprintf(stderr, "%s: error: %s%s%s%s\n", progname, err.message,
-					err.sqlstate ? " (SQLSTATE " : "", err.sqlstate ? err.sqlstate : "",
-					err.sqlstate ? ")" : "");
-			if (err.detail)
-				fprintf(stderr, "DETAIL:  %s\n", err.detail);
-			if (err.hint)
-				fprintf(stderr, "HINT:  %s\n", err.hint);
-			importer_abort(imp);
-		}
+		if (failed < 0 || !data_error(err.sqlstate))
+			stop_on_server_error(imp, &err);
 		report_record_error(imp, groups[failed], index, err.sqlstate, err.message, err.detail, err.hint);
-		free(err.sqlstate);
-		free(err.message);
-		free(err.detail);
-		free(err.hint);
+		free_error(&err);
 		if (imp->o->single_transaction)
 			importer_abort(imp);
 		flush_groups(imp, groups, failed, NULL);
@@ -819,8 +905,8 @@ importer_count_dropped(Importer *imp, const char *what, long long n)
 }
 
 /* Stop after an error: what was committed stays; -1 rolls back. */
-void
-importer_abort(Importer *imp)
+static void
+stop_import(Importer *imp, int code)
 {
 	/* the batch in flight: written, or with -1 about to be rolled back */
 	finish_async(imp);
@@ -833,7 +919,13 @@ importer_abort(Importer *imp)
 	else
 		print_summary(imp);
 	PQfinish(imp->conn);
-	exit(EXIT_ERROR);
+	exit(code);
+}
+
+void
+importer_abort(Importer *imp)
+{
+	stop_import(imp, EXIT_ERROR);
 }
 
 /* Stop because --max-errors was reached (the groups before are written). */
@@ -955,6 +1047,42 @@ check_header(Importer *imp, LineRecord *rec)
 		line_error(imp, 1, 0, "format_version %g is not one this tool reads (it reads %d)",
 				   json_is_number(version) ? json_number_value(version) : 0.0, JSONL_FORMAT_VERSION);
 		importer_abort(imp);
+	}
+}
+
+/*
+ * Without --tenant, a role that may act for any tenant (a superuser, a
+ * role bound to every tenant) writes into the tenant convctx.tenant names,
+ * '' when it names none. A file exported from another tenant is refused
+ * then, before anything is written: the tool does not choose a tenant.
+ * Found out by trying: use_tenant() of the file's tenant succeeds only for
+ * a role that may act for any tenant (undone at once).
+ */
+static void
+check_source_tenant(Importer *imp, LineRecord *rec)
+{
+	const char *source = json_string_value(json_object_get(rec->value, "source_tenant"));
+	const char *params[1] = {source};
+	bool		single = imp->o->single_transaction;
+	PGresult   *res;
+	bool		refuse;
+
+	if (imp->o->common.tenant || source == NULL || source[0] == '\0')
+		return;
+	exec_ok(imp, "checking the tenant", single ? "SAVEPOINT convctx_tenant" : "BEGIN");
+	res = PQexecParams(imp->conn, "SELECT convctx.current_tenant() OPERATOR(pg_catalog.=) ''"
+					   " AND convctx.use_tenant($1) OPERATOR(pg_catalog.=) $1", 1, NULL, params, NULL, NULL, 0);
+	refuse = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	exec_ok(imp, "checking the tenant", single ? "ROLLBACK TO SAVEPOINT convctx_tenant" : "ROLLBACK");
+	if (refuse)
+	{
+		fprintf(stderr, "%s: error: %s was exported from tenant \"%s\"; without --tenant this import "
+				"would write it into tenant \"\"\n", progname, imp->input_name, source);
+		fprintf(stderr, "HINT:  This role acts for any tenant: name the one to write into, "
+				"--tenant=\"%s\" for the tenant it came from.\n", source);
+		PQfinish(imp->conn);
+		exit(EXIT_ERROR);
 	}
 }
 
@@ -1129,6 +1257,7 @@ import_convctx(Importer *imp, FILE *in)
 				importer_abort(imp);
 			}
 			check_header(imp, &rec);
+			check_source_tenant(imp, &rec);
 			line_record_free(&rec);
 			continue;
 		}

@@ -102,12 +102,16 @@ read_password(void)
 	return strdup(typed);
 }
 
-/* Connect as pg_dump does; exit 2 when that fails. */
+/*
+ * Connect as pg_dump does, in client_encoding UTF8 whatever PGCLIENTENCODING
+ * or the connection string say (the format is UTF-8; the server converts
+ * to and from the database's encoding); exit 2 when that fails.
+ */
 PGconn *
 connect_db(const CommonOptions *o)
 {
-	const char *keywords[7];
-	const char *values[7];
+	const char *keywords[8];
+	const char *values[8];
 	char	   *password = NULL;
 	PGconn	   *conn;
 
@@ -121,6 +125,8 @@ connect_db(const CommonOptions *o)
 		keywords[n] = "password", values[n++] = password;
 		keywords[n] = "dbname", values[n++] = o->dbname;
 		keywords[n] = "fallback_application_name", values[n++] = progname;
+		/* the format is UTF-8: after dbname, so that a connection string cannot change it */
+		keywords[n] = "client_encoding", values[n++] = "UTF8";
 		keywords[n] = NULL, values[n] = NULL;
 
 		if (o->prompt_password > 0 && password == NULL)
@@ -142,9 +148,25 @@ connect_db(const CommonOptions *o)
 }
 
 /*
+ * Whether a server error stopped the work for a reason that is not in what
+ * was sent: a cancel or statement timeout (57014), a shutdown (57P*), a lock
+ * timeout (55P03), a deadlock or serialization failure (class 40), a lack
+ * of resources (class 53), a system error (class 58). Running again may
+ * succeed.
+ */
+bool
+interrupted_error(const char *sqlstate)
+{
+	return sqlstate && (strncmp(sqlstate, "57", 2) == 0 || strncmp(sqlstate, "40", 2) == 0 ||
+						strncmp(sqlstate, "53", 2) == 0 || strncmp(sqlstate, "58", 2) == 0 ||
+						strcmp(sqlstate, "55P03") == 0);
+}
+
+/*
  * Run sql with text parameters; anything but the expected status ends the
- * tool: 2 when the connection is gone, 1 for an error of the server (its
- * message, detail and hint, as psql prints them).
+ * tool: 2 when the connection is gone, 4 when the server was interrupted
+ * (interrupted_error), 1 for any other error of the server (its message,
+ * detail and hint, as psql prints them).
  */
 PGresult *
 run(PGconn *conn, const char *what, const char *sql, int nparams,
@@ -153,6 +175,7 @@ run(PGconn *conn, const char *what, const char *sql, int nparams,
 	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	const char *detail;
 	const char *hint;
+	const char *sqlstate;
 
 	if (PQresultStatus(res) == expect)
 		return res;
@@ -160,15 +183,15 @@ run(PGconn *conn, const char *what, const char *sql, int nparams,
 		fail(EXIT_CONNECTION, "connection lost while %s: %s", what, PQerrorMessage(conn));
 	detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 	hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
-	fprintf(stderr, "%s: error: %s: %s %s\n", progname, what,
-			PQresultErrorField(res, PG_DIAG_SQLSTATE) ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "",
+	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	fprintf(stderr, "%s: error: %s: %s %s\n", progname, what, sqlstate ? sqlstate : "",
 			PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
 			: PQerrorMessage(conn));
 	if (detail)
 		fprintf(stderr, "DETAIL:  %s\n", detail);
 	if (hint)
 		fprintf(stderr, "HINT:  %s\n", hint);
-	exit(EXIT_ERROR);
+	exit(interrupted_error(sqlstate) ? EXIT_INTERRUPTED : EXIT_ERROR);
 }
 
 static void
@@ -183,7 +206,8 @@ usage(FILE *out)
 			"  %s --help | --version\n\n"
 			"\"%s export --help\" and \"%s import --help\" list the options.\n"
 			"Exit status: 0 done, 1 error (usage, file, server), 2 connection failed or lost,\n"
-			"3 import done but conversations were rejected.\n",
+			"3 import done but conversations were rejected, 4 interrupted by the server (a\n"
+			"cancel, a timeout, a deadlock, a shutdown, a lack of resources): run it again.\n",
 			progname, progname, progname, progname, progname, progname);
 }
 

@@ -810,11 +810,13 @@ rows_from_query(Importer *imp, PGconn *src, const char *what, const char *sql, R
 	PQclear(res);
 }
 
-/* Connect to the library's database (--source-dsn): a connection string. */
+/* Connect to the library's database (--source-dsn): a connection string; UTF-8. */
 static PGconn *
 connect_source(Importer *imp)
 {
-	PGconn	   *src = PQconnectdb(imp->o->source_dsn);
+	const char *const keywords[] = {"dbname", "client_encoding", NULL};
+	const char *const values[] = {imp->o->source_dsn, "UTF8", NULL};
+	PGconn	   *src = PQconnectdbParams(keywords, values, 1);
 
 	if (PQstatus(src) != CONNECTION_OK)
 		fail(EXIT_CONNECTION, "could not connect to the source database: %s", PQerrorMessage(src));

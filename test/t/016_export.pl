@@ -109,6 +109,17 @@ is($out, '', 'and writes nothing to stdout');
 like($err, qr/convctx: \d+ records, \d+ records\/s, [\d.]+ s\n$/, 'progress on stderr');
 check_file('file', slurp_file($file), $all, 'acme');
 
+# the file is UTF-8 whatever client encoding the environment or the
+# connection string ask for: the server converts
+{
+    local $ENV{PGCLIENTENCODING} = 'LATIN1';
+    ($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme');
+    is($rc, 0, 'PGCLIENTENCODING=LATIN1: exit 0') or diag($err);
+    check_file('PGCLIENTENCODING=LATIN1', $out, $all, 'acme');
+    ($rc, $out, $err) = tool('export', '-d', $node->connstr('app') . ' client_encoding=LATIN1', '-U', 'admin_acme');
+    check_file('client_encoding=LATIN1 in the connection string', $out, $all, 'acme');
+}
+
 # filters
 ($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme', '--identity', 'u1');
 my $header = check_file('identity u1', $out, server_lines('admin_acme', "identity_id => 'u1'"), 'acme');
@@ -153,6 +164,18 @@ like($err, qr/22007 invalid input syntax for type timestamp with time zone/, 'wi
 ($rc, $out, $err) = tool('export', '-h', $node->host, '-p', $node->port, '-d', 'nosuchdb');
 is($rc, 2, 'a failed connection: exit 2');
 like($err, qr/database "nosuchdb" does not exist/, 'says why');
+{
+    # a lock timeout is not an error of the export: exit 4, run it again
+    my $locker = $node->background_psql('app');
+    $locker->query_safe('BEGIN');
+    $locker->query_safe('LOCK TABLE convctx.session IN ACCESS EXCLUSIVE MODE');
+    local $ENV{PGOPTIONS} = '-c lock_timeout=100ms';
+    ($rc, $out, $err) = tool('export', @conn, '-U', 'admin_acme');
+    is($rc, 4, 'a lock timeout: exit 4');
+    like($err, qr/55P03 canceling statement due to lock timeout/, 'says why');
+    $locker->query_safe('COMMIT');
+    $locker->quit;
+}
 ($rc, $out, $err) = tool('export', '--bogus');
 is($rc, 1, 'an unknown option: exit 1');
 like($err, qr/unrecognized option/, 'says which');

@@ -380,6 +380,95 @@ is($rc, 1, 'an app role cannot import');
 like($err, qr/permission denied for function import_records \(SQLSTATE 42501\)/, 'an app role: 42501');
 
 # ---------------------------------------------------------------------------
+# Encoding: the files are UTF-8 whatever the environment says; what the
+# database's encoding cannot hold is refused with its line, counted
+# ---------------------------------------------------------------------------
+sub questions
+{
+    my ($db, $tenant) = @_;
+    # as UTF-8 hex, whatever the database's encoding
+    return $node->safe_psql($db, qq{SELECT string_agg(session_id || ':' || encode(convert_to(question_neutral, 'UTF8'), 'hex'),
+        ',' ORDER BY session_id, turn_no, record_version) FROM convctx.turn WHERE tenant_id = '$tenant'});
+}
+{
+    local $ENV{PGCLIENTENCODING} = 'LATIN1';
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'latin1env', '-f', "$dir/acme.jsonl");
+    is($rc, 0, 'PGCLIENTENCODING=LATIN1: exit 0') or diag($err);
+    is(questions('fresh', 'latin1env'), questions('app', 'acme'), 'PGCLIENTENCODING=LATIN1: every character as it was');
+}
+$node->safe_psql('postgres', q{CREATE DATABASE latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0});
+$node->safe_psql('latin1', q{CREATE EXTENSION convctx; GRANT convctx_admin TO importer;
+    SELECT convctx.bind_role_all_tenants('importer')});
+$node->safe_psql('app', q{SET convctx.tenant = 'enc';
+    SELECT convctx.finalize_turn('e1', convctx.start_turn('e1', 'r1', 'caf' || chr(233) || ' na' || chr(239) || 've',
+        identity_id => 'u1'), 'ok');
+    SELECT convctx.finalize_turn('e2', convctx.start_turn('e2', 'r1', 'smile ' || chr(128512), identity_id => 'u1'), 'ok');
+    SELECT convctx.finalize_turn('e3', convctx.start_turn('e3', 'r1', 'plain', identity_id => 'u1'), 'ok')});
+($rc, $out, $err) = tool('export', @app, '-U', 'importer', '--tenant', 'enc', '-f', "$dir/enc.jsonl");
+is($rc, 0, 'export of tenant enc') or diag($err);
+my @latin1 = ('-h', $node->host, '-p', $node->port, '-d', 'latin1', '-U', 'importer');
+my @enc = split /\n/, read_file("$dir/enc.jsonl");
+my ($e2_line) = grep { $enc[ $_ - 1 ] =~ /^\{"type": "turn".*"session_id": "e2"/ } 1 .. @enc;
+($rc, $out, $err) = tool('import', @latin1, '--tenant', 'enc', '-f', "$dir/enc.jsonl");
+is($rc, 1, 'a LATIN1 database, a character it cannot hold: exit 1');
+like($err, qr/enc\.jsonl:$e2_line: error: character with byte sequence 0xf0 0x9f 0x98 0x80 in encoding "UTF8" has no equivalent in encoding "LATIN1" \(SQLSTATE 22P05\)/,
+    'a LATIN1 database: the line of the character and why');
+($rc, $out, $err) = tool('import', @latin1, '--tenant', 'enc', '--max-errors=1', '-f', "$dir/enc.jsonl");
+is($rc, 3, 'a LATIN1 database with --max-errors: exit 3');
+like($err, qr/rejected 1 conversation/, 'a LATIN1 database: the conversation counted as rejected');
+is(questions('latin1', 'enc'), join(',', map { "$_->[0]:" . unpack('H*', $_->[1]) }
+    [ 'e1', "caf\xc3\xa9 na\xc3\xafve" ], [ 'e3', 'plain' ]), 'a LATIN1 database: the others, every character as it was');
+($rc, $out, $err) = tool('export', @latin1, '--tenant', 'enc');
+is($rc, 0, 'export from a LATIN1 database') or diag($err);
+like($out, qr/"question_neutral": "caf\xc3\xa9 na\xc3\xafve"/, 'export from a LATIN1 database: UTF-8');
+
+# ---------------------------------------------------------------------------
+# The tenant: a role that acts for any tenant names it when the file came
+# from another than ''
+# ---------------------------------------------------------------------------
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '-f', "$dir/acme.jsonl");
+is($rc, 1, 'no --tenant, a file of tenant acme, a role of every tenant: exit 1');
+like($err, qr/acme\.jsonl was exported from tenant "acme"; without --tenant this import would write it into tenant ""\nHINT: .*--tenant="acme"/,
+    'no --tenant: says which tenant the file came from');
+is(count_sessions(''), '0', 'no --tenant: nothing written into tenant ""');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '-1', '-f', "$dir/acme.jsonl");
+is($rc, 1, 'no --tenant, -1: exit 1');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'admin_acme', '-f', "$dir/acme.jsonl");
+is($rc, 0, 'no --tenant, a role bound to the tenant: its own') or diag($err);
+like($err, qr/skipped \(already there\) 4 sessions/, 'a role bound to the tenant: into tenant acme');
+{
+    local $ENV{PGOPTIONS} = '-c convctx.tenant=acme';
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '-f', "$dir/acme.jsonl");
+    is($rc, 0, 'convctx.tenant set by the environment: that tenant') or diag($err);
+}
+
+# ---------------------------------------------------------------------------
+# Interruptions: a cancel, a timeout, a deadlock is never a record's fault;
+# the import stops with exit 4 whatever --max-errors says
+# ---------------------------------------------------------------------------
+{
+    my $locker = $node->background_psql('fresh');
+    $locker->query_safe('BEGIN');
+    $locker->query_safe('LOCK TABLE convctx.session IN ACCESS EXCLUSIVE MODE');
+    for my $case ([ 'lock_timeout', '55P03', 'lock timeout', '--max-errors=-1' ],
+                  [ 'statement_timeout', '57014', 'statement timeout', '--max-errors=5' ],
+                  [ 'statement_timeout', '57014', 'statement timeout', '-1' ])
+    {
+        my ($setting, $sqlstate, $what, $option) = @$case;
+        local $ENV{PGOPTIONS} = "-c $setting=100ms";
+        ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'interrupted', $option,
+            '-f', "$dir/acme.jsonl");
+        is($rc, 4, "$setting, $option: exit 4");
+        like($err, qr/error: canceling statement due to $what \(SQLSTATE $sqlstate\)/, "$setting, $option: says why");
+        like($err, qr/the server interrupted the import .* run the import again/, "$setting, $option: not the data");
+        unlike($err, qr/rejected|acme\.jsonl:\d+: error/, "$setting, $option: no conversation blamed");
+    }
+    $locker->query_safe('COMMIT');
+    $locker->quit;
+    is(count_sessions('interrupted'), '0', 'interrupted: nothing written');
+}
+
+# ---------------------------------------------------------------------------
 # Other stores: the histories the real libraries wrote
 # ---------------------------------------------------------------------------
 for my $source ('langchain-js', 'langchain-python', 'mastra', 'langgraph-js')
