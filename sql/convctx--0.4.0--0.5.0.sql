@@ -64,13 +64,13 @@ CREATE INDEX audit_log_erasures ON convctx.audit_log (tenant_id, identity_id)
 CREATE FUNCTION convctx.import_records(records text[], on_conflict text DEFAULT 'skip',
                                        allow_anonymous boolean DEFAULT false,
                                        as_identity text DEFAULT NULL, identity_map jsonb DEFAULT NULL)
-RETURNS TABLE (record_type text, imported bigint, skipped bigint)
+RETURNS TABLE (record_type text, imported bigint, skipped bigint, skipped_why jsonb)
 AS 'MODULE_PATHNAME', 'convctx_import_records'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 6
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) IS
-    'write convctx.jsonl records (session groups: a session record, then its turns, retrievals, clarifications, summary and context; or a context alone) into the tenant the caller acts for, with their ids and timestamps, under the rules of the API; derived counts are recomputed and checked; an existing session is skipped whole (on_conflict ''skip'') or refused (''error''), one of another identity refused with CV001 and audited; a context that erase_identity deleted (of an erased session, or with a key of an erased user_id) refused with 55000; anonymous sessions the next purge would delete are refused unless allow_anonymous, or given as_identity; identity_map renames identities; returns the records imported and skipped per type; what convctx import sends';
+    'write convctx.jsonl records (session groups: a session record, then its turns, retrievals, clarifications, summary and context; or a context alone) into the tenant the caller acts for, with their ids and timestamps, under the rules of the API; derived counts are recomputed and checked; an existing session is merged (on_conflict ''skip''): what the file has and the database lacks is added, what both have is skipped, a conflict refused with 23505; or refused whole (''error''); one of another identity refused with CV001 and audited, one erased here with 55000; a context that erase_identity deleted (of an erased session, or with a key of an erased user_id) refused with 55000; anonymous sessions the next purge would delete are refused unless allow_anonymous, or given as_identity; identity_map renames identities; returns the records imported and skipped per type, with why each was skipped; what convctx import sends';
 
 REVOKE ALL ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) TO convctx_admin;

@@ -201,6 +201,18 @@ SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ',
     '{"type": "retrieval", "session_id": "b1", "turn_no": 1, "chunks": [], "citations": [{"id": "ghost"}], "recorded_at": "2026-01-01T00:00:00Z"}']);
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'),
     '{"type": "clarification", "session_id": "b1", "turn_no": 1, "questions": [1, 2], "inferred_context": {}, "recorded_at": "2026-01-01T00:00:00Z"}']);
+-- states the API cannot make: a title of white space, live text under the
+-- stand-in erase_identity leaves, last activity before a turn, times that
+-- are words (epoch, yesterday, now)
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(', "title": " \t "')]);
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "b1", "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z", "identity_id": "erased", "linked_at": "2026-01-01T00:00:00Z"}',
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "kept after the erasure?"')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "created_at": "2026-01-02T00:00:00Z"')]);
+SELECT * FROM convctx.import_records(ARRAY[
+    '{"type": "session", "session_id": "b1", "created_at": "epoch", "last_activity_at": "2026-01-01T00:00:00Z"}']);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "created_at": "yesterday 10:00"')]);
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "answer_neutral": "a", "finalized_at": "now"')]);
 -- a turn of another identity than its session's
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "identity_id": "bob"')]);
 -- times no retention could reach: infinite, in the future, or out of order
@@ -268,6 +280,70 @@ SELECT s.session_id, s.identity_id, l.identity_id AS linked, s.live_turns,
 FROM convctx.session s LEFT JOIN convctx.session_link l USING (tenant_id, session_id)
 WHERE s.tenant_id = 'copy' AND s.session_id IN ('old', 'old2', 'mapped') ORDER BY 1;
 
+-- A conversation that grew since it was imported: a re-import adds what
+-- the file has and the database lacks (new turns, an answer given since, a
+-- retrieval), skips what both have, and says why; copy's s1 then exports
+-- as acme's does. The same file again adds nothing.
+SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('s1', 'r4', 'Q4') AS t4 \gset
+SELECT convctx.finalize_turn('s1', :'t4', 'A4');
+SELECT convctx.record_retrieval('s1', :'t4', '[{"id": "c4", "text": "chunk 4"}]', '[]');
+SELECT convctx.start_turn('s1', 'r5', 'Q5, open when exported') AS t5 \gset
+RESET convctx.tenant;
+CREATE TABLE pg_temp.grown (LIKE pg_temp.src);
+GRANT SELECT, INSERT, DELETE ON pg_temp.grown TO PUBLIC;
+CREATE FUNCTION pg_temp.export_s1() RETURNS void LANGUAGE sql AS $$
+    DELETE FROM pg_temp.grown;
+    INSERT INTO pg_temp.grown SELECT * FROM convctx.export_records('s1') WITH ORDINALITY;
+$$;
+CREATE FUNCTION pg_temp.same_as_acme() RETURNS TABLE (lines bigint, identical bigint) LANGUAGE sql AS $$
+    SELECT count(*), count(*) FILTER (WHERE g.line = c.line)
+    FROM pg_temp.grown g FULL JOIN convctx.export_records('s1') WITH ORDINALITY AS c(record_type, line, n) USING (n)
+$$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pg_temp TO PUBLIC;
+SET ROLE import_admin;
+SELECT pg_temp.export_s1();
+SET ROLE import_copy;
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.grown));
+SELECT * FROM pg_temp.same_as_acme();
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.grown)) WHERE imported > 0;
+SELECT * FROM pg_temp.same_as_acme();
+RESET ROLE;
+-- the open turn was answered since: the answer comes in, nothing else
+SET convctx.tenant = 'acme';
+SELECT convctx.finalize_turn('s1', :'t5', 'A5');
+RESET convctx.tenant;
+SET ROLE import_admin;
+SELECT pg_temp.export_s1();
+SET ROLE import_copy;
+SELECT record_type, imported, skipped_why FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.grown))
+WHERE record_type = 'turn';
+SELECT * FROM pg_temp.same_as_acme();
+RESET ROLE;
+-- redacted here since: the redaction holds, the turn and its retrieval are
+-- skipped as redacted here
+SET ROLE import_copy;
+SELECT convctx.redact_turn('s1', :'t4');
+SELECT record_type, imported, skipped, skipped_why
+FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.grown)) WHERE skipped > 0;
+RESET ROLE;
+SELECT count(*) AS live_t4 FROM convctx.turn WHERE tenant_id = 'copy' AND turn_id = :'t4' AND deleted_at IS NULL;
+-- both went on, differently: turn 6 is another request here than in the
+-- file, refused (23505) with the record it is, and nothing written
+SET convctx.tenant = 'copy';
+SELECT convctx.start_turn('s1', 'r6-copy', 'asked in copy') IS NOT NULL AS started;
+SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('s1', 'r6-acme', 'asked in acme') IS NOT NULL AS started;
+RESET convctx.tenant;
+SET ROLE import_admin;
+SELECT pg_temp.export_s1();
+SET ROLE import_copy;
+\set VERBOSITY default
+SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.grown));
+\set VERBOSITY terse
+RESET ROLE;
+SELECT last_turn_no, live_turns FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 's1';
+
 -- An erasure holds against re-import: after erase_identity('u1') in acme, its export from
 -- before the erasure brings back nothing the erasure took, and writes no audit row naming u1.
 -- With convctx.identity_hash_key a session or context of the erased identity is refused
@@ -294,8 +370,11 @@ SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE li
 RESET ROLE;
 RESET convctx.identity_hash_key;
 -- without a key the identity is not recognised, but the context of the erased session s1 is
--- still refused
+-- still refused, and so is its session group: the session is linked to the stand-in, and the
+-- refusal of a link would audit u1 in clear
 SET ROLE import_admin;
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'session_id' = 's1' ORDER BY n));
+\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM pg_temp.src WHERE line::jsonb ->> 'conversation_id' = 's1'
                                                                         AND record_type = 'context'));
 \echo :LAST_ERROR_SQLSTATE

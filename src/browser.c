@@ -508,6 +508,23 @@ SetSessionTitle(text *tenant, text *session_id, text *title)
 	SPI_finish();
 }
 
+/* 22023 for a title that is empty or only white space, 54000 for a long one. */
+void
+CheckSessionTitle(text *title)
+{
+	const char *p = VARDATA_ANY(title);
+	const char *end = p + VARSIZE_ANY_EXHDR(title);
+
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v'))
+		p++;
+	if (p == end)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("title must not be empty or only white space"),
+				errhint("NULL gives the session back its default title, its first question."));
+	CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
+}
+
 PG_FUNCTION_INFO_V1(convctx_set_session_title);
 
 /*
@@ -521,19 +538,7 @@ convctx_set_session_title(PG_FUNCTION_ARGS)
 	text	   *title = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
 
 	if (title != NULL)
-	{
-		const char *p = VARDATA_ANY(title);
-		const char *end = p + VARSIZE_ANY_EXHDR(title);
-
-		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v'))
-			p++;
-		if (p == end)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("title must not be empty or only white space"),
-					errhint("NULL gives the session back its default title, its first question."));
-		CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
-	}
+		CheckSessionTitle(title);
 	SetSessionTitle(CurrentTenant(), session_id, title);
 	PG_RETURN_VOID();
 }

@@ -121,6 +121,9 @@ extern text *ErasedIdentity(text *tenant, text *identity_id);
 extern text *LegacyErasedIdentity(text *identity_id);
 extern bool IsErasedIdentity(text *identity);
 
+/* Session titles (browser.c) */
+extern void CheckSessionTitle(text *title);
+
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);

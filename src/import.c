@@ -45,6 +45,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
@@ -157,7 +158,9 @@ typedef struct SessionGroup
 {
 	MemoryContext cxt;			/* the group's values; reset when it ends */
 	bool		open;
-	bool		skipped;		/* the session exists: the group is skipped */
+	bool		existing;		/* the session exists: the group is merged */
+	text	   *stored_identity;	/* an existing session's identity (after a link) */
+	int64		stored_last_turn_no;	/* an existing session's newest turn number */
 	int			recno;			/* its session record */
 	text	   *session_id;
 	char	   *session_name;	/* for messages */
@@ -207,12 +210,39 @@ typedef struct ImportRecord
 	const char *group_id;		/* its session or conversation id, once read */
 } ImportRecord;
 
+/*
+ * Why a record was skipped: the database has it as the file has it, has a
+ * later state of it (finalized, corrected or written again here since the
+ * export), redacted its turn, or removed its turn (retention, the
+ * anonymous cap) after numbering it.
+ */
+typedef enum SkipReason
+{
+	SKIP_THERE,
+	SKIP_CHANGED,
+	SKIP_REDACTED,
+	SKIP_REMOVED,
+	SKIP_REASONS
+} SkipReason;
+
+static const char *const skip_reason_names[SKIP_REASONS] = {
+	"already there", "changed here", "redacted here", "removed here"
+};
+
 typedef struct ImportCounts
 {
 	int64		imported[REC_TYPES];
 	int64		skipped[REC_TYPES];
+	int64		skipped_why[REC_TYPES][SKIP_REASONS];
 	int64		metadata_keys_dropped;
 } ImportCounts;
+
+static void
+CountSkipped(ImportCounts *counts, RecordType type, SkipReason why)
+{
+	counts->skipped[type]++;
+	counts->skipped_why[type][why]++;
+}
 
 /* Largest turn number, version, redaction generation or count taken. */
 #define IMPORT_MAX_NUMBER PG_INT32_MAX
@@ -231,6 +261,14 @@ static SPIPlanPtr context_insert_plan = NULL;
 static SPIPlanPtr session_finish_plan = NULL;
 static SPIPlanPtr session_identity_plan = NULL;
 static SPIPlanPtr identity_erased_plan = NULL;
+static SPIPlanPtr stored_turns_plan = NULL;
+static SPIPlanPtr turn_update_plan = NULL;
+static SPIPlanPtr stored_retrieval_plan = NULL;
+static SPIPlanPtr stored_clarification_plan = NULL;
+static SPIPlanPtr stored_summary_plan = NULL;
+static SPIPlanPtr context_same_plan = NULL;
+static SPIPlanPtr session_merge_plan = NULL;
+static SPIPlanPtr summary_covered_plan = NULL;
 
 /* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at, $6 title */
 #define SESSION_INSERT_SQL \
@@ -239,9 +277,68 @@ static SPIPlanPtr identity_erased_plan = NULL;
 	" ON CONFLICT (tenant_id, session_id) DO NOTHING" \
 	" RETURNING 1"
 
-/* The identity of an existing session, locked as every writer locks it. */
+/*
+ * The identity and newest turn number of an existing session, locked as
+ * every writer locks it: no turn is started, finalized, replaced or
+ * redacted in it until the import commits.
+ */
 #define SESSION_EXISTING_SQL \
-	"SELECT identity_id FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE"
+	"SELECT identity_id, last_turn_no FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE"
+
+/* The stored turns of an existing session, to merge the file's with. */
+#define STORED_TURNS_SQL \
+	"SELECT turn_id, turn_no, request_id, record_version, replaced_by_turn_id, created_at," \
+	"       finalized_at, deleted_at, translate_chat, question_neutral, answer_neutral," \
+	"       question_translated, answer_translated, answer_translated_is_fallback, metadata," \
+	"       pipeline_name, consultant, repository" \
+	"  FROM convctx.turn WHERE " SESSION_KEY
+
+/* A stored turn that the file has finalized or corrected since: $3 its id. */
+#define TURN_UPDATE_SQL \
+	"UPDATE convctx.turn SET finalized_at = $4, answer_neutral = $5, answer_translated = $6," \
+	"       answer_translated_is_fallback = $7, metadata = $8, replaced_by_turn_id = $9" \
+	" WHERE " SESSION_KEY " AND turn_id OPERATOR(pg_catalog.=) $3"
+
+/* The stored retrieval, clarification or summary of an existing session. */
+#define STORED_RETRIEVAL_SQL \
+	"SELECT chunks, citations, recorded_at FROM convctx.turn_retrieval" \
+	" WHERE " SESSION_KEY " AND turn_no OPERATOR(pg_catalog.=) $3"
+#define STORED_CLARIFICATION_SQL \
+	"SELECT questions, inferred_context, recorded_at FROM convctx.clarification" \
+	" WHERE " SESSION_KEY " AND turn_no OPERATOR(pg_catalog.=) $3"
+#define STORED_SUMMARY_SQL \
+	"SELECT summary, through_turn_no, updated_at FROM convctx.session_summary WHERE " SESSION_KEY
+
+/* Is the stored context the file's ($3 context, $4 updated_at)? */
+#define CONTEXT_SAME_SQL \
+	"SELECT context_json OPERATOR(pg_catalog.=) $3 AND updated_at OPERATOR(pg_catalog.=) $4" \
+	"  FROM convctx.conversation_context" \
+	" WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND conversation_id OPERATOR(pg_catalog.=) $2"
+
+/*
+ * The derived values of a merged session, counted again from its rows as
+ * the API keeps them: $3 the file's newest turn number, $4 its last
+ * activity, $5 its redactions. Returns the live turns.
+ */
+#define LIVE_TURN_OF(alias) \
+	" FROM convctx.turn t WHERE " SESSION_KEY_AT("t") \
+	"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+#define SESSION_MERGE_SQL \
+	"UPDATE convctx.session s SET" \
+	"  last_turn_no = GREATEST(s.last_turn_no, $3)," \
+	"  last_activity_at = GREATEST(s.last_activity_at, $4)," \
+	"  redactions = GREATEST(s.redactions, $5)," \
+	"  live_turns = (SELECT pg_catalog.count(*)" LIVE_TURN_OF("t") ")," \
+	"  live_answers = (SELECT pg_catalog.count(t.finalized_at)" LIVE_TURN_OF("t") ")," \
+	"  summary_through_turn_no = (SELECT m.through_turn_no FROM convctx.session_summary m" \
+	"                              WHERE " SESSION_KEY_AT("m") ")" \
+	" WHERE " SESSION_KEY_AT("s") \
+	" RETURNING s.live_turns"
+#define SUMMARY_COVERED_SQL \
+	"UPDATE convctx.session_summary m SET covered_messages =" \
+	"  (SELECT pg_catalog.count(*) OPERATOR(pg_catalog.+) pg_catalog.count(t.finalized_at)" LIVE_TURN_OF("t") \
+	"      AND t.turn_no OPERATOR(pg_catalog.<=) m.through_turn_no)" \
+	" WHERE " SESSION_KEY_AT("m")
 
 #define LINK_INSERT_SQL \
 	"INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)" \
@@ -261,17 +358,27 @@ static SPIPlanPtr identity_erased_plan = NULL;
 	"   pg_catalog.unnest($17), pg_catalog.unnest($18), pg_catalog.unnest($19), pg_catalog.unnest($20)," \
 	"   pg_catalog.unnest($21), pg_catalog.unnest($22)) AS u"
 
+/* Written again (a newer one from the file) as record_retrieval writes it. */
 #define RETRIEVAL_INSERT_SQL \
 	"INSERT INTO convctx.turn_retrieval (tenant_id, session_id, turn_no, chunks, citations, recorded_at)" \
-	" VALUES ($1, $2, $3, $4, $5, $6)"
+	" VALUES ($1, $2, $3, $4, $5, $6)" \
+	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
+	" SET chunks = EXCLUDED.chunks, citations = EXCLUDED.citations, recorded_at = EXCLUDED.recorded_at"
 
 #define CLARIFICATION_INSERT_SQL \
 	"INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, inferred_context," \
-	" recorded_at) VALUES ($1, $2, $3, $4, $5, $6)"
+	" recorded_at) VALUES ($1, $2, $3, $4, $5, $6)" \
+	" ON CONFLICT (tenant_id, session_id, turn_no) DO UPDATE" \
+	" SET questions = EXCLUDED.questions, inferred_context = EXCLUDED.inferred_context," \
+	"     recorded_at = EXCLUDED.recorded_at"
 
+/* Written again (a newer one from the file) as set_summary writes it. */
 #define SUMMARY_INSERT_SQL \
 	"INSERT INTO convctx.session_summary (tenant_id, session_id, summary, through_turn_no," \
-	" covered_messages, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
+	" covered_messages, updated_at) VALUES ($1, $2, $3, $4, $5, $6)" \
+	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
+	" SET summary = EXCLUDED.summary, through_turn_no = EXCLUDED.through_turn_no," \
+	"     covered_messages = EXCLUDED.covered_messages, updated_at = EXCLUDED.updated_at"
 
 /* A context that exists already is left alone: NULL row. */
 #define CONTEXT_INSERT_SQL \
@@ -457,6 +564,37 @@ RecordNumber(ImportRecord *rec, const char *key, bool required, int64 min, bool 
 /* The latest time a record may hold, for this call (RecordTimestamp). */
 static TimestampTz import_latest;
 
+/*
+ * 22007 for a time written with a word that timestamptz input reads as the
+ * time of the reading ("now", "today", "yesterday", "tomorrow") or as
+ * "epoch": the record would mean another time on every import.
+ */
+static void
+CheckNoTimeWord(ImportRecord *rec, const char *key, const char *str)
+{
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			i;
+
+	if (strlen(str) > MAXDATELEN ||
+		ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf) != 0)
+		return;					/* timestamptz input says what is wrong */
+	for (i = 0; i < nf; i++)
+	{
+		int			val;
+
+		if (ftype[i] == DTK_STRING && DecodeSpecial(i, field[i], &val) == RESERV &&
+			val >= DTK_EPOCH && val <= DTK_TOMORROW)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_DATETIME_FORMAT),
+					errmsg("%s of a %s record is \"%s\", not a time", key, record_type_names[rec->type], str),
+					errdetail("Words such as now, today, yesterday and epoch are read as another time on every import."),
+					errhint("Write the time itself, as convctx export does (RFC 3339)."));
+	}
+}
+
 /* A timestamp in any form timestamptz input takes; 0 with *isnull. */
 static TimestampTz
 RecordTimestamp(ImportRecord *rec, const char *key, bool required, bool *isnull)
@@ -464,15 +602,16 @@ RecordTimestamp(ImportRecord *rec, const char *key, bool required, bool *isnull)
 	JsonbValue	buf;
 	JsonbValue *v = RecordField(rec, key, required, &buf);
 	TimestampTz ts;
+	char	   *str;
 
 	*isnull = (v == NULL);
 	if (v == NULL)
 		return 0;
 	if (v->type != jbvString)
 		ReportWrongType(rec, key, "a timestamp string", v);
-	ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-												 CStringGetDatum(pnstrdup(v->val.string.val,
-																		  v->val.string.len)),
+	str = pnstrdup(v->val.string.val, v->val.string.len);
+	CheckNoTimeWord(rec, key, str);
+	ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(str),
 												 ObjectIdGetDatum(InvalidOid),
 												 Int32GetDatum(-1)));
 	/* a time no retention rule could ever reach is no history */
@@ -730,21 +869,21 @@ CheckTurnChains(ImportRecord *rec, SessionGroup *g)
 	pfree(rows);
 }
 
-/* One array argument of TURNS_INSERT_SQL from the group's turns. */
+/* One array argument of TURNS_INSERT_SQL from turns rows[0..n). */
 static Datum
-TurnColumn(SessionGroup *g, Oid type, Datum (*get) (TurnRow *t, bool *isnull))
+TurnColumn(TurnRow *rows, int n, Oid type, Datum (*get) (TurnRow *t, bool *isnull))
 {
-	Datum	   *values = palloc(sizeof(Datum) * Max(g->nturns, 1));
-	bool	   *nulls = palloc(sizeof(bool) * Max(g->nturns, 1));
-	int			dims[1] = {g->nturns};
+	Datum	   *values = palloc(sizeof(Datum) * Max(n, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int			dims[1] = {n};
 	int			lbs[1] = {1};
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
 	int			i;
 
-	for (i = 0; i < g->nturns; i++)
-		values[i] = get(&g->turns[i], &nulls[i]);
+	for (i = 0; i < n; i++)
+		values[i] = get(&rows[i], &nulls[i]);
 	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
 	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, type, typlen, typbyval, typalign));
 }
@@ -772,9 +911,9 @@ TURN_GETTER(GetPipeline, PointerGetDatum(t->labels[0]), t->labels[0] == NULL)
 TURN_GETTER(GetConsultant, PointerGetDatum(t->labels[1]), t->labels[1] == NULL)
 TURN_GETTER(GetRepository, PointerGetDatum(t->labels[2]), t->labels[2] == NULL)
 
-/* Write the group's turns in one statement. */
+/* Write turns rows[0..n) of the group in one statement. */
 static void
-WriteTurns(ImportOptions *opts, SessionGroup *g)
+WriteTurns(ImportOptions *opts, SessionGroup *g, TurnRow *rows, int n)
 {
 	Oid			argtypes[22] = {TEXTOID, TEXTOID, UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
 		INT4ARRAYOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
@@ -783,32 +922,481 @@ WriteTurns(ImportOptions *opts, SessionGroup *g)
 	TEXTARRAYOID};
 	Datum		values[22];
 
-	if (g->nturns == 0)
+	if (n == 0)
 		return;
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(g->session_id);
-	values[2] = TurnColumn(g, UUIDOID, GetTurnId);
-	values[3] = TurnColumn(g, INT8OID, GetTurnNo);
-	values[4] = TurnColumn(g, TEXTOID, GetRequestId);
-	values[5] = TurnColumn(g, INT4OID, GetVersion);
-	values[6] = TurnColumn(g, UUIDOID, GetReplacedBy);
-	values[7] = TurnColumn(g, TEXTOID, GetIdentity);
-	values[8] = TurnColumn(g, TIMESTAMPTZOID, GetCreatedAt);
-	values[9] = TurnColumn(g, TIMESTAMPTZOID, GetFinalizedAt);
-	values[10] = TurnColumn(g, TIMESTAMPTZOID, GetDeletedAt);
-	values[11] = TurnColumn(g, INT8OID, GetRedaction);
-	values[12] = TurnColumn(g, BOOLOID, GetTranslateChat);
-	values[13] = TurnColumn(g, TEXTOID, GetQuestion);
-	values[14] = TurnColumn(g, TEXTOID, GetAnswer);
-	values[15] = TurnColumn(g, TEXTOID, GetQuestionTranslated);
-	values[16] = TurnColumn(g, TEXTOID, GetAnswerTranslated);
-	values[17] = TurnColumn(g, BOOLOID, GetFallback);
-	values[18] = TurnColumn(g, JSONBOID, GetMetadata);
-	values[19] = TurnColumn(g, TEXTOID, GetPipeline);
-	values[20] = TurnColumn(g, TEXTOID, GetConsultant);
-	values[21] = TurnColumn(g, TEXTOID, GetRepository);
+	values[2] = TurnColumn(rows, n, UUIDOID, GetTurnId);
+	values[3] = TurnColumn(rows, n, INT8OID, GetTurnNo);
+	values[4] = TurnColumn(rows, n, TEXTOID, GetRequestId);
+	values[5] = TurnColumn(rows, n, INT4OID, GetVersion);
+	values[6] = TurnColumn(rows, n, UUIDOID, GetReplacedBy);
+	values[7] = TurnColumn(rows, n, TEXTOID, GetIdentity);
+	values[8] = TurnColumn(rows, n, TIMESTAMPTZOID, GetCreatedAt);
+	values[9] = TurnColumn(rows, n, TIMESTAMPTZOID, GetFinalizedAt);
+	values[10] = TurnColumn(rows, n, TIMESTAMPTZOID, GetDeletedAt);
+	values[11] = TurnColumn(rows, n, INT8OID, GetRedaction);
+	values[12] = TurnColumn(rows, n, BOOLOID, GetTranslateChat);
+	values[13] = TurnColumn(rows, n, TEXTOID, GetQuestion);
+	values[14] = TurnColumn(rows, n, TEXTOID, GetAnswer);
+	values[15] = TurnColumn(rows, n, TEXTOID, GetQuestionTranslated);
+	values[16] = TurnColumn(rows, n, TEXTOID, GetAnswerTranslated);
+	values[17] = TurnColumn(rows, n, BOOLOID, GetFallback);
+	values[18] = TurnColumn(rows, n, JSONBOID, GetMetadata);
+	values[19] = TurnColumn(rows, n, TEXTOID, GetPipeline);
+	values[20] = TurnColumn(rows, n, TEXTOID, GetConsultant);
+	values[21] = TurnColumn(rows, n, TEXTOID, GetRepository);
 	SpiRunPlan(SpiKeptPlan(&turns_insert_plan, TURNS_INSERT_SQL, 22, argtypes), values, NULL,
 			   false, 0, SPI_OK_INSERT);
+}
+
+/*
+ * Write a context unless its conversation has one; one that exists is
+ * left alone and counted (refused with on_conflict 'error').
+ */
+static void
+WriteContext(ImportOptions *opts, text *conversation_id, const char *name, Jsonb *ctx,
+			 text *user, TimestampTz created_at, TimestampTz updated_at, ImportCounts *counts)
+{
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[6] = {PointerGetDatum(opts->tenant), PointerGetDatum(conversation_id),
+		PointerGetDatum(ctx), TextOrNull(user, &nulls[3]), TimestampTzGetDatum(created_at),
+	TimestampTzGetDatum(updated_at)};
+	Oid			same_types[4] = {TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
+	Datum		same_values[4] = {values[0], values[1], values[2], values[5]};
+	bool		isnull;
+
+	SpiRunPlan(SpiKeptPlan(&context_insert_plan, CONTEXT_INSERT_SQL, 6, argtypes),
+			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed > 0)
+	{
+		counts->imported[REC_CONTEXT]++;
+		return;
+	}
+	if (opts->error_on_conflict)
+		ereport(ERROR,
+				errcode(ERRCODE_UNIQUE_VIOLATION),
+				errmsg("the context of conversation \"%s\" exists already", name),
+				errhint("convctx import --on-conflict=skip leaves existing rows alone and counts them."));
+	SpiRunPlan(SpiKeptPlan(&context_same_plan, CONTEXT_SAME_SQL, 4, same_types), same_values, NULL,
+			   false, 1, SPI_OK_SELECT);
+	CountSkipped(counts, REC_CONTEXT,
+				 SPI_processed > 0 && DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+																 SPI_tuptable->tupdesc, 1, &isnull))
+				 ? SKIP_THERE : SKIP_CHANGED);
+}
+
+/* The context record of the group, if any. */
+static void
+WriteGroupContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	if (g->context_recno == 0)
+		return;
+	rec->recno = g->context_recno;
+	rec->type = REC_CONTEXT;
+	WriteContext(opts, g->session_id, g->session_name, g->context, g->context_user,
+				 g->context_created_at, g->context_updated_at, counts);
+}
+
+static bool
+UuidEqual(pg_uuid_t *a, pg_uuid_t *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return memcmp(a->data, b->data, UUID_LEN) == 0;
+}
+
+static bool
+JsonbEqual(Jsonb *a, Jsonb *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(a), JsonbPGetDatum(b)));
+}
+
+/* The stored turns of an existing session, as TurnRows (recno 0). */
+static TurnRow *
+StoredTurns(ImportOptions *opts, SessionGroup *g, int *n)
+{
+	TurnRow    *rows;
+	uint64		i;
+
+	SpiRunSessionPlan(&stored_turns_plan, STORED_TURNS_SQL, opts->tenant, g->session_id,
+					  false, 0, SPI_OK_SELECT);
+	rows = palloc0(sizeof(TurnRow) * Max(SPI_processed, 1));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		TurnRow    *t = &rows[i];
+		bool		isnull;
+		Datum		d;
+		int			k;
+
+#define STORED(col) (d = SPI_getbinval(tup, desc, (col), &isnull), isnull)
+#define STORED_UUID(col) (STORED(col) ? NULL : (pg_uuid_t *) memcpy(palloc(UUID_LEN), DatumGetUUIDP(d), UUID_LEN))
+#define STORED_TEXT(col) (STORED(col) ? NULL : DatumGetTextPCopy(d))
+		t->turn_id = STORED_UUID(1);
+		t->turn_no = STORED(2) ? 0 : DatumGetInt64(d);
+		t->request_id = STORED_TEXT(3);
+		t->version = STORED(4) ? 1 : DatumGetInt32(d);
+		t->replaced_by = STORED_UUID(5);
+		t->created_at = STORED(6) ? 0 : DatumGetTimestampTz(d);
+		t->finalized = !STORED(7);
+		t->finalized_at = t->finalized ? DatumGetTimestampTz(d) : 0;
+		t->tombstone = !STORED(8);
+		t->deleted_at = t->tombstone ? DatumGetTimestampTz(d) : 0;
+		t->translate_chat = STORED(9) ? false : DatumGetBool(d);
+		for (k = 0; k < 4; k++)
+			t->texts[k] = STORED_TEXT(10 + k);
+		t->has_fallback = !STORED(14);
+		t->fallback = t->has_fallback && DatumGetBool(d);
+		t->metadata = STORED(15) ? NULL : DatumGetJsonbPCopy(d);
+		for (k = 0; k < 3; k++)
+			t->labels[k] = STORED_TEXT(16 + k);
+#undef STORED_TEXT
+#undef STORED_UUID
+#undef STORED
+	}
+	*n = (int) SPI_processed;
+	return rows;
+}
+
+/* What a merge does with a turn record. */
+#define TURN_INSERT (-1)
+#define TURN_UPDATE (-2)
+
+/* 23505 (55000 with redacted): the file's turn f and this database's disagree. */
+static void
+ReportTurnConflict(ImportRecord *rec, SessionGroup *g, TurnRow *f, bool redacted, const char *detail)
+	pg_attribute_noreturn();
+
+static void
+ReportTurnConflict(ImportRecord *rec, SessionGroup *g, TurnRow *f, bool redacted, const char *detail)
+{
+	rec->recno = f->recno;
+	rec->type = REC_TURN;
+	rec->group_id = g->session_name;
+	if (redacted)
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("turn " INT64_FORMAT " of session \"%s\" is redacted in the file but not here",
+					   f->turn_no, g->session_name),
+				errhint("An import does not redact: redact it here with convctx.redact_turn(), then import again."));
+	ereport(ERROR,
+			errcode(ERRCODE_UNIQUE_VIOLATION),
+			errmsg("turn " INT64_FORMAT " of session \"%s\" differs from the one stored here",
+				   f->turn_no, g->session_name),
+			errdetail_internal("%s", detail),
+			errhint("The conversation went on differently here and where the file was exported: import it under another session id, or delete it here first."));
+}
+
+/*
+ * What a merge does with the file's turn f, given the stored turns of its
+ * session: insert it (a turn or version this database lacks), update the
+ * stored row (finalized or corrected in the file since), or skip it (a
+ * SkipReason). A turn that differs otherwise is a conflict.
+ */
+static int
+MergeTurnAction(ImportRecord *rec, SessionGroup *g, TurnRow *f, TurnRow *db, int ndb)
+{
+	TurnRow    *d = NULL;
+	TurnRow    *same_no = NULL;
+	int32		maxv = 0,
+				minv = PG_INT32_MAX;
+	bool		answer_same;
+	bool		file_ahead;
+	bool		here_ahead;
+	int			i;
+
+	for (i = 0; i < ndb && d == NULL; i++)
+		if (UuidEqual(db[i].turn_id, f->turn_id))
+			d = &db[i];
+	for (i = 0; i < ndb; i++)
+	{
+		if (db[i].turn_no != f->turn_no)
+			continue;
+		/* a turn redacted here stays redacted: all its versions are */
+		if (db[i].tombstone)
+			return f->tombstone && d != NULL ? SKIP_THERE : SKIP_REDACTED;
+		same_no = &db[i];
+		maxv = Max(maxv, db[i].version);
+		minv = Min(minv, db[i].version);
+	}
+	if (d == NULL)
+	{
+		if (same_no == NULL)
+			return f->turn_no > g->stored_last_turn_no ? TURN_INSERT : SKIP_REMOVED;
+		if (!TextEqual(same_no->request_id, f->request_id))
+			ReportTurnConflict(rec, g, f, false,
+							   psprintf("Here it is request \"%s\", in the file request \"%s\".",
+										text_to_cstring(same_no->request_id), text_to_cstring(f->request_id)));
+		if (f->version > maxv)
+			return TURN_INSERT;	/* corrected in the file since */
+		if (f->version < minv)
+			return SKIP_REMOVED;
+		ReportTurnConflict(rec, g, f, false,
+						   psprintf("Version %d of request \"%s\" is another turn here.",
+									f->version, text_to_cstring(f->request_id)));
+	}
+	if (d->turn_no != f->turn_no || !TextEqual(d->request_id, f->request_id) ||
+		d->version != f->version || d->created_at != f->created_at)
+		ReportTurnConflict(rec, g, f, false,
+						   psprintf("Turn %s has another turn number, request, version or time here.",
+									UuidString(f->turn_id)));
+	if (f->tombstone)
+		ReportTurnConflict(rec, g, f, true, NULL);
+	if (d->translate_chat != f->translate_chat || !TextEqual(d->texts[0], f->texts[0]) ||
+		!TextEqual(d->texts[2], f->texts[2]) || !TextEqual(d->labels[0], f->labels[0]) ||
+		!TextEqual(d->labels[1], f->labels[1]) || !TextEqual(d->labels[2], f->labels[2]))
+		ReportTurnConflict(rec, g, f, false, "Its question differs.");
+	answer_same = d->finalized == f->finalized && (!f->finalized || d->finalized_at == f->finalized_at) &&
+		TextEqual(d->texts[1], f->texts[1]) && TextEqual(d->texts[3], f->texts[3]) &&
+		d->has_fallback == f->has_fallback && d->fallback == f->fallback &&
+		JsonbEqual(d->metadata, f->metadata);
+	if (answer_same && UuidEqual(d->replaced_by, f->replaced_by))
+		return SKIP_THERE;
+	/* finalize_turn and replace_turn only ever add: an answer, a successor */
+	file_ahead = (answer_same || !d->finalized) &&
+		(UuidEqual(d->replaced_by, f->replaced_by) || d->replaced_by == NULL);
+	here_ahead = (answer_same || !f->finalized) &&
+		(UuidEqual(d->replaced_by, f->replaced_by) || f->replaced_by == NULL);
+	if (file_ahead)
+		return TURN_UPDATE;
+	if (here_ahead)
+		return SKIP_CHANGED;
+	ReportTurnConflict(rec, g, f, false,
+					   UuidEqual(d->replaced_by, f->replaced_by) ? "Its answer differs."
+					   : "It was corrected differently here.");
+}
+
+/* Update the stored turn f->turn_id to the file's answer and successor. */
+static void
+UpdateTurn(ImportOptions *opts, SessionGroup *g, TurnRow *f)
+{
+	Oid			argtypes[9] = {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	BOOLOID, JSONBOID, UUIDOID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		isnull;
+
+	values[0] = PointerGetDatum(opts->tenant);
+	values[1] = PointerGetDatum(g->session_id);
+	values[2] = GetTurnId(f, &isnull);
+	values[3] = GetFinalizedAt(f, &isnull);
+	nulls[3] = isnull ? 'n' : ' ';
+	values[4] = TextOrNull(f->texts[1], &nulls[4]);
+	values[5] = TextOrNull(f->texts[3], &nulls[5]);
+	values[6] = GetFallback(f, &isnull);
+	nulls[6] = isnull ? 'n' : ' ';
+	values[7] = GetMetadata(f, &isnull);
+	nulls[7] = isnull ? 'n' : ' ';
+	values[8] = GetReplacedBy(f, &isnull);
+	nulls[8] = isnull ? 'n' : ' ';
+	SpiRunPlan(SpiKeptPlan(&turn_update_plan, TURN_UPDATE_SQL, 9, argtypes), values, nulls,
+			   false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * A group whose session exists: add what the file has and this database
+ * lacks (turns after its newest, versions, answers, retrievals,
+ * clarifications, a newer summary, a context), leave alone what both have
+ * or what changed here since (counted as skipped, with the reason), and
+ * refuse a conflict: the same turn with other content, or a turn here
+ * that the file does not have between turns it has. The session row was
+ * locked when its record was read, as every writer locks it; its derived
+ * values are counted again from its rows when anything was written.
+ */
+static void
+MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
+		   int64 max_turn_no, int64 max_redaction)
+{
+	int			ndb;
+	TurnRow    *db = StoredTurns(opts, g, &ndb);
+	int		   *action = palloc(sizeof(int) * Max(g->nturns, 1));
+	TurnRow    *ins = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
+	int			nins = 0;
+	bool		wrote = false;
+	int64		min_turn_no = PG_INT64_MAX;
+	Datum		key[3] = {PointerGetDatum(opts->tenant), PointerGetDatum(g->session_id), 0};
+	int			i,
+				j;
+
+	for (i = 0; i < g->nturns; i++)
+	{
+		action[i] = MergeTurnAction(rec, g, &g->turns[i], db, ndb);
+		wrote |= action[i] < 0;
+		min_turn_no = Min(min_turn_no, g->turns[i].turn_no);
+	}
+
+	/* a turn here between turns of the file that the file lacks: diverged */
+	for (j = 0; wrote && j < ndb; j++)
+	{
+		bool		in_file = false;
+
+		if (db[j].turn_no <= min_turn_no || db[j].turn_no >= max_turn_no)
+			continue;
+		for (i = 0; i < g->nturns && !in_file; i++)
+			in_file = g->turns[i].turn_no == db[j].turn_no;
+		if (!in_file)
+		{
+			rec->recno = g->recno;
+			rec->type = REC_SESSION;
+			ereport(ERROR,
+					errcode(ERRCODE_UNIQUE_VIOLATION),
+					errmsg("session \"%s\" has turn " INT64_FORMAT " here, which the file does not have",
+						   g->session_name, db[j].turn_no),
+					errhint("The conversation went on differently here and where the file was exported: import it under another session id, or delete it here first."));
+		}
+	}
+
+	/* turns: the stored rows first (a successor named), then the new ones */
+	for (i = 0; i < g->nturns; i++)
+	{
+		TurnRow    *f = &g->turns[i];
+
+		rec->recno = f->recno;
+		rec->type = REC_TURN;
+		if (action[i] == TURN_UPDATE)
+			UpdateTurn(opts, g, f);
+		else if (action[i] == TURN_INSERT)
+		{
+			ins[nins] = *f;
+			/* a turn of a linked session is its identity's, as start_turn writes it */
+			ins[nins++].identity = g->stored_identity;
+		}
+		if (action[i] < 0)
+			counts->imported[REC_TURN]++;
+		else
+			CountSkipped(counts, REC_TURN, (SkipReason) action[i]);
+	}
+	rec->recno = g->recno;
+	WriteTurns(opts, g, ins, nins);
+
+	/* retrievals and clarifications: of a turn kept here, newer than the stored one */
+	for (i = 0; i < g->ndata; i++)
+	{
+		TurnDataRow *d = &g->data[i];
+		TurnRow    *t = CurrentTurn(g, d->turn_no);
+		int			why = action[t - g->turns];
+		Oid			data_types[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
+		Datum		data_values[6] = {key[0], key[1], Int64GetDatum(d->turn_no),
+			PointerGetDatum(d->first), PointerGetDatum(d->second), TimestampTzGetDatum(d->recorded_at)};
+		bool		retrieval = (d->type == REC_RETRIEVAL);
+
+		rec->recno = d->recno;
+		rec->type = d->type;
+		if (why != SKIP_REDACTED && why != SKIP_REMOVED)
+		{
+			Oid			stored_types[3] = {TEXTOID, TEXTOID, INT8OID};
+			bool		isnull;
+
+			key[2] = Int64GetDatum(d->turn_no);
+			SpiRunPlan(retrieval ? SpiKeptPlan(&stored_retrieval_plan, STORED_RETRIEVAL_SQL, 3, stored_types)
+					   : SpiKeptPlan(&stored_clarification_plan, STORED_CLARIFICATION_SQL, 3, stored_types),
+					   key, NULL, false, 1, SPI_OK_SELECT);
+			if (SPI_processed == 0)
+				why = TURN_INSERT;
+			else
+			{
+				HeapTuple	tup = SPI_tuptable->vals[0];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				TimestampTz stored_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+
+				if (JsonbEqual(DatumGetJsonbP(SPI_getbinval(tup, desc, 1, &isnull)), d->first) &&
+					JsonbEqual(DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull)), d->second) &&
+					stored_at == d->recorded_at)
+					why = SKIP_THERE;
+				else
+					why = stored_at < d->recorded_at ? TURN_INSERT : SKIP_CHANGED;
+			}
+		}
+		if (why >= 0)
+		{
+			CountSkipped(counts, d->type, (SkipReason) why);
+			continue;
+		}
+		if (retrieval)
+			SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, data_types),
+					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		else
+			SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, data_types),
+					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		counts->imported[d->type]++;
+		wrote = true;
+	}
+
+	/* the summary: the file's when newer, unless it covers a turn redacted here since */
+	if (g->summary_recno)
+	{
+		int			why = TURN_INSERT;
+
+		rec->recno = g->summary_recno;
+		rec->type = REC_SUMMARY;
+		for (j = 0; j < ndb; j++)
+			if (db[j].tombstone && db[j].turn_no <= g->summary_through &&
+				db[j].deleted_at > g->summary_updated_at)
+				why = SKIP_REDACTED;
+		if (why == TURN_INSERT)
+		{
+			SpiRunSessionPlan(&stored_summary_plan, STORED_SUMMARY_SQL, opts->tenant, g->session_id,
+							  false, 1, SPI_OK_SELECT);
+			if (SPI_processed > 0)
+			{
+				HeapTuple	tup = SPI_tuptable->vals[0];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				bool		isnull;
+				TimestampTz stored_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+
+				if (stored_at == g->summary_updated_at &&
+					DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)) == g->summary_through &&
+					TextEqual(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)), g->summary))
+					why = SKIP_THERE;
+				else if (stored_at >= g->summary_updated_at)
+					why = SKIP_CHANGED;
+			}
+		}
+		if (why >= 0)
+			CountSkipped(counts, REC_SUMMARY, (SkipReason) why);
+		else
+		{
+			Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
+			Datum		sum_values[6] = {key[0], key[1], PointerGetDatum(g->summary),
+				Int64GetDatum(g->summary_through), Int64GetDatum(0),
+			TimestampTzGetDatum(g->summary_updated_at)};
+
+			SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 6, sum_types),
+					   sum_values, NULL, false, 0, SPI_OK_INSERT);
+			counts->imported[REC_SUMMARY]++;
+			wrote = true;
+		}
+	}
+	WriteGroupContext(opts, rec, g, counts);
+
+	if (wrote)
+	{
+		Oid			merge_types[5] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID};
+		Datum		merge_values[5] = {key[0], key[1],
+			Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no),
+			TimestampTzGetDatum(g->last_activity_at),
+		Int64GetDatum(g->has_redactions ? g->redactions : max_redaction)};
+
+		rec->recno = g->recno;
+		rec->type = REC_SESSION;
+		SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 5, merge_types),
+				   merge_values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+		if (g->stored_identity == NULL && !opts->allow_anonymous &&
+			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool) {0}))
+			> convctx_max_session_turns)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("anonymous session \"%s\" would have more turns than convctx.max_session_turns",
+						   g->session_name),
+					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
+		SpiRunSessionPlan(&summary_covered_plan, SUMMARY_COVERED_SQL, opts->tenant, g->session_id,
+						  false, 0, SPI_OK_UPDATE);
+	}
 }
 
 /*
@@ -830,11 +1418,11 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 				covered = 0;
 	int			i;
 
+	TimestampTz newest_turn = DT_NOBEGIN;
+
 	if (!g->open)
 		return;
 	g->open = false;
-	if (g->skipped)
-		return;
 
 	rec->group_id = g->session_name;
 	CheckTurnChains(rec, g);
@@ -844,6 +1432,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 		bool		live = !t->tombstone && t->replaced_by == NULL;
 
 		max_turn_no = Max(max_turn_no, t->turn_no);
+		newest_turn = Max(newest_turn, t->created_at);
 		if (t->has_redaction)
 			max_redaction = Max(max_redaction, t->redaction);
 		live_turns += live;
@@ -870,6 +1459,19 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 							 g->session_name, name, (int64) (stated), (int64) (actual)), \
 					"convctx derives this count from the session's turns; the file was changed or is incomplete.")
 
+	/* starting a turn is activity: it is never older than a turn */
+	if (g->last_activity_at < newest_turn)
+	{
+		rec->recno = g->recno;
+		rec->type = REC_SESSION;
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("last_activity_at of session \"%s\" is before its newest turn was created",
+					   g->session_name),
+				errdetail("last_activity_at is %s; a turn was created at %s.",
+						  timestamptz_to_str(g->last_activity_at), timestamptz_to_str(newest_turn)),
+				errhint("Starting a turn is activity of its session: last_activity_at is at least the created_at of every turn."));
+	}
 	CHECK_STATED(g->has_live_turns, g->live_turns, live_turns, "live_turns");
 	CHECK_STATED(g->has_live_answers, g->live_answers, live_answers, "live_answers");
 	if (g->summary_recno && g->summary_covered >= 0 && g->summary_covered != covered)
@@ -913,6 +1515,12 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 						t == NULL ? NULL : "Redacting a turn drops its retrievals and clarifications.");
 	}
 
+	if (g->existing)
+	{
+		MergeGroup(opts, rec, g, counts, max_turn_no, max_redaction);
+		return;
+	}
+
 	/*
 	 * An anonymous session that the next purge would delete, or that is
 	 * over the cap, would not survive: refuse it unless asked.
@@ -940,7 +1548,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 	}
 
 	/* write: turns, link, retrievals and clarifications, summary, context */
-	WriteTurns(opts, g);
+	WriteTurns(opts, g, g->turns, g->nturns);
 	counts->imported[REC_TURN] += g->nturns;
 	values[0] = PointerGetDatum(opts->tenant);
 	values[1] = PointerGetDatum(g->session_id);
@@ -983,30 +1591,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 				   sum_values, NULL, false, 0, SPI_OK_INSERT);
 		counts->imported[REC_SUMMARY]++;
 	}
-	if (g->context_recno)
-	{
-		Oid			ctx_types[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-		char		ctx_nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-		Datum		ctx_values[6] = {values[0], values[1], PointerGetDatum(g->context),
-			TextOrNull(g->context_user, &ctx_nulls[3]), TimestampTzGetDatum(g->context_created_at),
-		TimestampTzGetDatum(g->context_updated_at)};
-
-		rec->recno = g->context_recno;
-		rec->type = REC_CONTEXT;
-		SpiRunPlan(SpiKeptPlan(&context_insert_plan, CONTEXT_INSERT_SQL, 6, ctx_types),
-				   ctx_values, ctx_nulls, false, 0, SPI_OK_INSERT_RETURNING);
-		if (SPI_processed == 0)
-		{
-			if (opts->error_on_conflict)
-				ereport(ERROR,
-						errcode(ERRCODE_UNIQUE_VIOLATION),
-						errmsg("the context of conversation \"%s\" exists already", g->session_name),
-						errhint("convctx import --on-conflict=skip leaves existing rows alone and counts them."));
-			counts->skipped[REC_CONTEXT]++;
-		}
-		else
-			counts->imported[REC_CONTEXT]++;
-	}
+	WriteGroupContext(opts, rec, g, counts);
 
 	rec->recno = g->recno;
 	rec->type = REC_SESSION;
@@ -1151,13 +1736,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	g->has_redactions = !isnull;
 	title = RecordText(rec, "title", false);
 	if (title != NULL)
-	{
-		if (VARSIZE_ANY_EXHDR(title) == 0)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("title must not be empty"));
-		CheckIdLength(VARSIZE_ANY_EXHDR(title), "title");
-	}
+		CheckSessionTitle(title);
 	if (identity != NULL && linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be set when identity_id is", "linked_at", NULL);
 	if (identity == NULL && !linked_null)
@@ -1199,7 +1778,20 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 		SpiRunSessionPlan(&session_existing_plan, SESSION_EXISTING_SQL, opts->tenant,
 						  g->session_id, false, 0, SPI_OK_SELECT);
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		existing = isnull ? NULL : DatumGetTextPP(d);
+		existing = isnull ? NULL : DatumGetTextPCopy(d);
+		g->stored_last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 2, &isnull));
+
+		/*
+		 * A session erase_identity erased here takes nothing of a file
+		 * that names another identity (the one erased, in clear without a
+		 * key): refused before the link below would audit that identity.
+		 */
+		if (existing != NULL && IsErasedIdentity(existing) && !TextEqual(existing, identity))
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("session \"%s\" was erased", g->session_name),
+					errdetail("erase_identity took the identity of this session here; an import does not bring it back."));
 		/* the refusal of link_session, audited the same way */
 		if (existing != NULL && identity != NULL)
 			SessionLinkLocked(opts->tenant, g->session_id, existing, identity, false);
@@ -1208,8 +1800,12 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 					errcode(ERRCODE_UNIQUE_VIOLATION),
 					errmsg("session \"%s\" exists already", g->session_name),
 					errhint("convctx import --on-conflict=skip leaves existing sessions alone and counts them."));
-		g->skipped = true;
-		counts->skipped[REC_SESSION]++;
+		/* linked where the file comes from: linked here too, as link_session links */
+		if (existing == NULL && identity != NULL)
+			SessionLinkLocked(opts->tenant, g->session_id, NULL, identity, true);
+		g->stored_identity = existing ? existing : identity;
+		g->existing = true;
+		CountSkipped(counts, REC_SESSION, SKIP_THERE);
 		return;
 	}
 	counts->imported[REC_SESSION]++;
@@ -1247,11 +1843,6 @@ ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	int			i;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
-	if (g->skipped)
-	{
-		counts->skipped[REC_TURN]++;
-		return;
-	}
 	g->turns = GroupGrow(g, g->turns, g->nturns, &g->maxturns, sizeof(TurnRow));
 	t = &g->turns[g->nturns];
 	memset(t, 0, sizeof(*t));
@@ -1299,6 +1890,13 @@ ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	t->fallback = RecordBool(rec, "answer_translated_is_fallback", &isnull);
 	t->has_fallback = !isnull;
 	t->metadata = RecordJsonb(rec, "metadata", false, false);
+	/* erase_identity leaves only tombstones under its stand-in */
+	if (!t->tombstone && g->identity != NULL && IsErasedIdentity(g->identity))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("a live turn of session \"%s\" under the erased identity \"%s\"",
+					   g->session_name, text_to_cstring(g->identity)),
+				errdetail("erase_identity leaves only tombstones under the identity it puts in place of the erased one."));
 	if (t->tombstone)
 	{
 		if (t->texts[0] || t->texts[1] || t->texts[2] || t->texts[3] || t->metadata)
@@ -1348,11 +1946,6 @@ ImportTurnData(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCo
 	int			i;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
-	if (g->skipped)
-	{
-		counts->skipped[rec->type]++;
-		return;
-	}
 	g->data = GroupGrow(g, g->data, g->ndata, &g->maxdata, sizeof(TurnDataRow));
 	d = &g->data[g->ndata];
 	d->recno = rec->recno;
@@ -1387,11 +1980,6 @@ ImportSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	bool		isnull;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
-	if (g->skipped)
-	{
-		counts->skipped[REC_SUMMARY]++;
-		return;
-	}
 	if (g->summary_recno)
 		ReportBadRecord(rec, psprintf("session \"%s\" has two summaries", g->session_name), NULL, NULL);
 	g->summary = RecordLongText(rec, "summary");
@@ -1414,9 +2002,6 @@ ImportSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 static void
 ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	text	   *conversation_id = RecordId(rec, "conversation_id", true);
 	Jsonb	   *ctx;
 	text	   *raw_user;
@@ -1428,11 +2013,6 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 
 	rec->group_id = text_to_cstring(conversation_id);
 	in_group = g->open && strcmp(g->session_name, rec->group_id) == 0;
-	if (in_group && g->skipped)
-	{
-		counts->skipped[REC_CONTEXT]++;
-		return;
-	}
 	ctx = RecordJsonb(rec, "context", true, false);
 	ContextCheckShape(ctx);
 	raw_user = RecordId(rec, "user_id", false);
@@ -1458,25 +2038,7 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 
 	/* standing alone: written now */
 	CheckFirstInBatch(opts, rec, "conversation", conversation_id);
-	values[0] = PointerGetDatum(opts->tenant);
-	values[1] = PointerGetDatum(conversation_id);
-	values[2] = PointerGetDatum(ctx);
-	values[3] = TextOrNull(user, &nulls[3]);
-	values[4] = TimestampTzGetDatum(created_at);
-	values[5] = TimestampTzGetDatum(updated_at);
-	SpiRunPlan(SpiKeptPlan(&context_insert_plan, CONTEXT_INSERT_SQL, 6, argtypes),
-			   values, nulls, false, 0, SPI_OK_INSERT_RETURNING);
-	if (SPI_processed == 0)
-	{
-		if (opts->error_on_conflict)
-			ereport(ERROR,
-					errcode(ERRCODE_UNIQUE_VIOLATION),
-					errmsg("the context of conversation \"%s\" exists already", rec->group_id),
-					errhint("convctx import --on-conflict=skip leaves existing rows alone and counts them."));
-		counts->skipped[REC_CONTEXT]++;
-		return;
-	}
-	counts->imported[REC_CONTEXT]++;
+	WriteContext(opts, conversation_id, rec->group_id, ctx, user, created_at, updated_at, counts);
 }
 
 /*
@@ -1682,7 +2244,7 @@ PG_FUNCTION_INFO_V1(convctx_import_records);
 
 /*
  * import_records(records, on_conflict, allow_anonymous, as_identity,
- * identity_map) -> setof (record_type, imported, skipped)
+ * identity_map) -> setof (record_type, imported, skipped, skipped_why)
  */
 Datum
 convctx_import_records(PG_FUNCTION_ARGS)
@@ -1722,22 +2284,37 @@ convctx_import_records(PG_FUNCTION_ARGS)
 
 	for (t = 0; t < REC_TYPES; t++)
 	{
-		Datum		row[3];
-		bool		row_nulls[3] = {false, false, false};
+		Datum		row[4];
+		bool		row_nulls[4] = {false, false, false, false};
+		JsonbParseState *why = NULL;
+		int			r;
 
+		pushJsonbValue(&why, WJB_BEGIN_OBJECT, NULL);
+		for (r = 0; r < SKIP_REASONS; r++)
+			if (counts.skipped_why[t][r] > 0)
+			{
+				JsonbPushKey(&why, skip_reason_names[r]);
+				JsonbPushInt(&why, WJB_VALUE, counts.skipped_why[t][r]);
+			}
 		row[0] = CStringGetTextDatum(record_type_names[t]);
 		row[1] = Int64GetDatum(counts.imported[t]);
 		row[2] = Int64GetDatum(counts.skipped[t]);
+		row[3] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&why, WJB_END_OBJECT, NULL)));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, row_nulls);
 	}
 	if (counts.metadata_keys_dropped > 0)
 	{
-		Datum		row[3];
-		bool		row_nulls[3] = {false, false, false};
+		Datum		row[4];
+		bool		row_nulls[4] = {false, false, false, false};
+		JsonbParseState *why = NULL;
 
+		pushJsonbValue(&why, WJB_BEGIN_OBJECT, NULL);
+		JsonbPushKey(&why, "not in convctx.metadata_allowlist");
+		JsonbPushInt(&why, WJB_VALUE, counts.metadata_keys_dropped);
 		row[0] = CStringGetTextDatum("metadata key");
 		row[1] = Int64GetDatum(0);
 		row[2] = Int64GetDatum(counts.metadata_keys_dropped);
+		row[3] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&why, WJB_END_OBJECT, NULL)));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, row_nulls);
 	}
 	return (Datum) 0;
