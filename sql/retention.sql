@@ -229,6 +229,17 @@ DELETE FROM session_like;
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE session_like;
 
+-- turn retention takes a corrected turn whole: a pass that reaches one of
+-- its versions takes the others, so that no version is left without the
+-- one before it (an export import would refuse)
+SELECT convctx.start_turn('corrected', 'r1', 'question') AS ct \gset
+SELECT convctx.finalize_turn('corrected', :'ct', 'answer');
+SELECT convctx.replace_turn('corrected', :'ct', 'corrected answer') IS NOT NULL AS replaced;
+UPDATE convctx.turn SET created_at = now() - interval '40 days' WHERE tenant_id = 'tiny' AND session_id = 'corrected';
+SELECT convctx.purge(1) IS NOT NULL AS purged;
+SELECT count(*) AS versions_left, (SELECT live_turns FROM convctx.session WHERE tenant_id = 'tiny' AND session_id = 'corrected')
+FROM convctx.turn WHERE tenant_id = 'tiny' AND session_id = 'corrected';
+
 RESET convctx.audit_retention;
 RESET convctx.turn_retention;
 RESET convctx.tenant;

@@ -398,19 +398,25 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * The oldest turns, by turn_created (every tenant) or turn_created_tenant
  * (one). The sessions of the old turns are locked first (skipping busy
  * ones), as every writer of turns does; what was recorded for the turns
- * goes with them.
+ * goes with them. A turn goes whole, every version of its number (by
+ * turn_chronology), so that the batch limit never leaves a version
+ * without the one before it or an old version without its successor.
  */
 #define EXPIRED_TURNS_SQL(scope) \
-	"WITH cand AS (SELECT tenant_id, session_id, ctid AS tid FROM convctx.turn" \
+	"WITH cand AS (SELECT tenant_id, session_id, turn_no FROM convctx.turn" \
 	"   WHERE true" scope("created_at") \
 	"   ORDER BY created_at LIMIT $2)," \
 	" locked AS (SELECT s.tenant_id, s.session_id FROM convctx.session s" \
 	"   WHERE (s.tenant_id, s.session_id) OPERATOR(pg_catalog.=) ANY (SELECT tenant_id, session_id FROM cand)" \
 	"   FOR UPDATE SKIP LOCKED)," \
 	" d AS (DELETE FROM convctx.turn WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-	"   SELECT c.tid FROM cand c JOIN locked l" \
+	"   SELECT v.tid FROM cand c JOIN locked l" \
 	"       ON l.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
-	"      AND l.session_id OPERATOR(pg_catalog.=) c.session_id))" \
+	"      AND l.session_id OPERATOR(pg_catalog.=) c.session_id" \
+	"   CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM convctx.turn x" \
+	"      WHERE x.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
+	"        AND x.session_id OPERATOR(pg_catalog.=) c.session_id" \
+	"        AND x.turn_no OPERATOR(pg_catalog.=) c.turn_no OFFSET 0) v))" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	SESSION_COUNTS_ADJUST_D "," SUMMARY_COVERED_ADJUST_D "," \
 	" r AS (DELETE FROM convctx.turn_retrieval x USING d" \
@@ -1193,10 +1199,11 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 #define CITUS_SESSION_TRY_LOCK_SQL \
 	"SELECT 1 FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE SKIP LOCKED"
 
-/* $1 tenant, $2 session, $3 the turns (their ids) to delete, as EXPIRED_TURNS_SQL does */
+/* $1 tenant, $2 session, $3 the turns (their ids) to delete whole, as EXPIRED_TURNS_SQL does */
 #define CITUS_SESSION_OLD_TURNS_SQL \
 	"WITH d AS (DELETE FROM convctx.turn WHERE " SESSION_KEY \
-	"   AND turn_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.uuid[])" \
+	"   AND turn_no OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.turn_no FROM convctx.turn x" \
+	"         WHERE " SESSION_KEY_AT("x") " AND x.turn_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.uuid[])))" \
 	"  RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	CITUS_COUNTS_ADJUST_D "," \
 	" r AS (DELETE FROM convctx.turn_retrieval x WHERE " SESSION_KEY_AT("x") \
