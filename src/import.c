@@ -20,8 +20,10 @@
  *
  * Records come grouped by conversation: a session record, then its
  * turns, retrievals, clarifications, summary and context. A group whose
- * session exists already is skipped whole (or, with on_conflict 'error',
- * refused), so that running an import again writes nothing twice. A
+ * session exists already is merged (MergeGroup: what the file has and the
+ * database lacks is added, what both have skipped with its reason, a
+ * conflict refused), or with on_conflict 'error' refused, so that running
+ * an import again writes nothing twice. A
  * context record of another conversation stands alone. Any error rolls
  * back the whole batch; its context names the record ("import record 7
  * (turn of session "s1")") so that the tool can tell which group failed.
