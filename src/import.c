@@ -1464,6 +1464,8 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 	/* starting a turn is activity: it is never older than a turn */
 	if (g->last_activity_at < newest_turn)
 	{
+		char	   *stated = pstrdup(timestamptz_to_str(g->last_activity_at));
+
 		rec->recno = g->recno;
 		rec->type = REC_SESSION;
 		ereport(ERROR,
@@ -1471,7 +1473,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 				errmsg("last_activity_at of session \"%s\" is before its newest turn was created",
 					   g->session_name),
 				errdetail("last_activity_at is %s; a turn was created at %s.",
-						  timestamptz_to_str(g->last_activity_at), timestamptz_to_str(newest_turn)),
+						  stated, timestamptz_to_str(newest_turn)),
 				errhint("Starting a turn is activity of its session: last_activity_at is at least the created_at of every turn."));
 	}
 	CHECK_STATED(g->has_live_turns, g->live_turns, live_turns, "live_turns");
