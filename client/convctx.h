@@ -132,7 +132,11 @@ typedef struct Importer
 	long long	metadata_keys_dropped;
 	long long	rejected;		/* conversations */
 	long long	anonymous_undated;	/* anonymous, given the import's time */
-	long long	records_sent;
+	long long	records_sent;	/* in calls that succeeded */
+	long long	rejected_records;	/* of the conversations rejected */
+	char	   *skip_reasons[MAX_DROPPED];	/* why records were skipped, as the server says */
+	long long	skip_counts[MAX_DROPPED];
+	int			nskip;
 	const char *dropped_names[MAX_DROPPED];	/* what a source holds and convctx does not */
 	long long	dropped_counts[MAX_DROPPED];
 	int			ndropped;

@@ -346,7 +346,7 @@ strdup_or_null(const char *s)
 }
 
 #define IMPORT_SQL \
-	"SELECT record_type, imported, skipped" \
+	"SELECT record_type, imported, skipped, skipped_why::pg_catalog.text" \
 	"  FROM convctx.import_records($1, $2, $3, $4, $5::pg_catalog.jsonb)"
 
 /* The parameters of IMPORT_SQL for groups[0..n); *array is to be freed. */
@@ -368,6 +368,32 @@ import_params(Importer *imp, Group **groups, int n, char **array, const char **v
 static const Oid import_types[5] = {1009, 25, 16, 25, 25};	/* text[], text, bool, text, text */
 static const int import_formats[5] = {1, 0, 0, 0, 0};
 
+/* Add the counts of the JSON object why ({"reason": n, ...}) to the skip reasons. */
+static void
+count_skip_reasons(Importer *imp, const char *why)
+{
+	json_t	   *o = json_loads(why, JSON_DECODE_ANY, NULL);
+	const char *reason;
+	json_t	   *count;
+	int			k;
+
+	json_object_foreach(o, reason, count)
+	{
+		for (k = 0; k < imp->nskip && strcmp(imp->skip_reasons[k], reason) != 0; k++)
+			;
+		if (k == imp->nskip)
+		{
+			if (imp->nskip == MAX_DROPPED)
+				continue;
+			if ((imp->skip_reasons[imp->nskip++] = strdup(reason)) == NULL)
+				fail(EXIT_ERROR, "out of memory");
+			imp->skip_counts[k] = 0;
+		}
+		imp->skip_counts[k] += json_integer_value(count);
+	}
+	json_decref(o);
+}
+
 /* Add what a call of import_records() wrote and skipped to the totals. */
 static void
 count_result(Importer *imp, PGresult *res, Group **groups, int n)
@@ -385,6 +411,8 @@ count_result(Importer *imp, PGresult *res, Group **groups, int n)
 		{
 			imp->imported[t] += atoll(PQgetvalue(res, i, 1));
 			imp->skipped[t] += atoll(PQgetvalue(res, i, 2));
+			if (!PQgetisnull(res, i, 3))
+				count_skip_reasons(imp, PQgetvalue(res, i, 3));
 		}
 		else if (strcmp(type, "metadata key") == 0)
 			imp->metadata_keys_dropped += atoll(PQgetvalue(res, i, 2));
@@ -499,6 +527,7 @@ reject_group(Importer *imp, Group *g)
 	int			i;
 
 	imp->rejected++;
+	imp->rejected_records += g->n;
 	if (imp->reject)
 	{
 		for (i = 0; i < g->n; i++)
@@ -688,7 +717,7 @@ finish_async(Importer *imp)
 				PQclear(res);
 				goto done;
 			case PGRES_TUPLES_OK:
-				if (PQnfields(res) == 3 && counted == NULL)
+				if (PQnfields(res) == 4 && counted == NULL)
 				{
 					counted = res;	/* import_records' counts */
 					continue;
@@ -861,11 +890,13 @@ print_summary(Importer *imp)
 	fputc('\n', stderr);
 	if (skipped > 0)
 	{
-		fprintf(stderr, "%s: skipped (already there)", progname);
+		fprintf(stderr, "%s: skipped", progname);
 		for (t = 0; t < RECORD_TYPES; t++)
 			fprintf(stderr, "%s %lld %s", t ? "," : "", imp->skipped[t],
 					imp->skipped[t] == 1 ? record_types[t] : record_types_plural[t]);
-		fputc('\n', stderr);
+		for (t = 0; t < imp->nskip; t++)
+			fprintf(stderr, "%s%s: %lld", t ? ", " : " (", imp->skip_reasons[t], imp->skip_counts[t]);
+		fputs(imp->nskip ? ")\n" : "\n", stderr);
 	}
 	if (imp->metadata_keys_dropped > 0)
 		fprintf(stderr, "%s: dropped %lld metadata keys that convctx.metadata_allowlist does not allow\n",
@@ -879,9 +910,23 @@ print_summary(Importer *imp)
 				imp->anonymous_undated, imp->anonymous_undated == 1 ? "" : "s",
 				imp->anonymous_undated == 1 ? "its" : "their", imp->anonymous_undated == 1 ? "it" : "them");
 	if (imp->rejected > 0)
-		fprintf(stderr, "%s: rejected %lld conversation%s%s%s\n", progname, imp->rejected,
-				imp->rejected == 1 ? "" : "s",
+		fprintf(stderr, "%s: rejected %lld conversation%s (%lld record%s)%s%s\n", progname,
+				imp->rejected, imp->rejected == 1 ? "" : "s",
+				imp->rejected_records, imp->rejected_records == 1 ? "" : "s",
 				imp->reject ? ", written to " : "", imp->reject ? imp->o->reject_file : "");
+	/* every record read is imported, skipped or rejected */
+	{
+		long long	imported = 0;
+
+		for (t = 0; t < RECORD_TYPES; t++)
+			imported += imp->imported[t];
+		fprintf(stderr, "%s: %lld records read: %lld imported, %lld skipped, %lld rejected\n",
+				progname, imp->records_sent + imp->rejected_records, imported, skipped,
+				imp->rejected_records);
+		if (imported + skipped != imp->records_sent)
+			fprintf(stderr, "%s: warning: the server counted %lld of the %lld records it was sent\n",
+					progname, imported + skipped, imp->records_sent);
+	}
 }
 
 /* Count something a source holds that convctx has no place for. */

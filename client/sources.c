@@ -192,6 +192,80 @@ start_time_plus(long usec)
 }
 
 /*
+ * An ISO 8601 time (YYYY-MM-DD, "T" or a space, hh:mm:ss, a fraction, then
+ * "Z", an offset +hh, +hhmm or +hh:mm, or nothing) as microseconds since
+ * 1970 into *usec, in UTC when *zoned says it has a zone; false when it has
+ * another form.
+ */
+static bool
+iso_time_usec(const char *text, long long *usec, bool *zoned)
+{
+	struct tm	tm;
+	int			n = 0;
+	long long	frac = 0;
+	int			digits = 0;
+	int			oh = 0;
+	int			om = 0;
+	int			sign;
+	const char *p;
+
+	memset(&tm, 0, sizeof(tm));
+	if (text == NULL ||
+		sscanf(text, "%4d-%2d-%2d%*1[T ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n == 0)
+		return false;
+	p = text + n;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (digits++ < 6)
+				frac = frac * 10 + (*p - '0');
+	for (; digits < 6; digits++)
+		frac *= 10;
+	*zoned = *p != '\0';
+	if (*p == 'Z' || *p == 'z')
+		p++;
+	else if (*p == '+' || *p == '-')
+	{
+		sign = *p++ == '-' ? -1 : 1;
+		if (sscanf(p, "%2d%n", &oh, &n) != 1)
+			return false;
+		p += n;
+		if (*p == ':')
+			p++;
+		if (*p >= '0' && *p <= '9' && sscanf(p, "%2d%n", &om, &n) == 1)
+			p += n;
+		oh *= sign;
+		om *= sign;
+	}
+	if (*p != '\0')
+		return false;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*usec = ((long long) timegm(&tm) - oh * 3600LL - om * 60LL) * 1000000LL + frac;
+	return true;
+}
+
+/*
+ * The later of two times: b when both are ISO 8601 times, both with a zone
+ * or both without, and b is later; else a (or b when a is NULL).
+ */
+static const char *
+later_time(const char *a, const char *b)
+{
+	long long	ua;
+	long long	ub;
+	bool		za;
+	bool		zb;
+
+	if (a == NULL)
+		return b;
+	if (b != NULL && iso_time_usec(a, &ua, &za) && iso_time_usec(b, &ub, &zb) && za == zb &&
+		ub > ua)
+		return b;
+	return a;
+}
+
+/*
  * A stable uuid for a turn: two 64-bit FNV-1a hashes of the conversation
  * and request ids, with the version and variant bits of a uuid of version
  * 8 (custom). Unique where it must be: among the turns of one session.
@@ -327,7 +401,8 @@ emit_conversation(Importer *imp, Conversation *c)
 	json_object_set_new(s, "identity_id", json_str_or_null(c->identity));
 	json_object_set_new(s, "linked_at", json_str_or_null(c->identity ? (c->created_at ? c->created_at : first) : NULL));
 	json_object_set_new(s, "created_at", json_string(c->created_at ? c->created_at : first));
-	json_object_set_new(s, "last_activity_at", json_string(c->updated_at ? c->updated_at : last));
+	/* a source may have updated its conversation before its last message */
+	json_object_set_new(s, "last_activity_at", json_string(later_time(c->updated_at, last)));
 	group_add_json(g, s, c->n ? c->msgs[0].lineno : 0);
 
 	for (i = 0; i < c->n; i++)
