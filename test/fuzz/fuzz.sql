@@ -53,7 +53,7 @@ INSERT INTO fuzz.spec VALUES
    '{22004,22023,54000}'),
   ('convctx.replay_conversation(text,integer)', '{sid,batch}', '{22004,22023,54000}'),
   ('convctx.import_records(text[],text,boolean,text,jsonb)',
-   '{records,content,bool,iid,j:idmap}', '{22004,22023,22P02,22P04,22P05,22007,22008,22003,23505,54000,CV001}'),
+   '{records,content,bool,iid,j:idmap}', '{22004,22023,22P02,22P04,22P05,22007,22008,22003,23505,54000,55000,CV001}'),
   ('convctx.export_records(text,text,timestamp with time zone,timestamp with time zone)',
    '{sid,iid,time,time}', '{22023,54000,22007,22008}'),
   ('convctx.export_messages(text,text,timestamp with time zone,timestamp with time zone)',
