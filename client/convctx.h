@@ -134,6 +134,7 @@ typedef struct Importer
 	long long	anonymous_undated;	/* anonymous, given the import's time */
 	long long	records_sent;	/* in calls that succeeded */
 	long long	rejected_records;	/* of the conversations rejected */
+	long long	left_out;		/* the end of a file cut short, not imported */
 	char	   *skip_reasons[MAX_DROPPED];	/* why records were skipped, as the server says */
 	long long	skip_counts[MAX_DROPPED];
 	int			nskip;

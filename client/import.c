@@ -29,6 +29,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE				/* memrchr */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -82,8 +83,9 @@ import_usage(FILE *out)
 			"  --max-errors=N          reject up to N conversations and go on (-1: no limit;\n"
 			"                          default 0: stop at the first)\n"
 			"  --reject-file=FILE      write the records of rejected conversations to FILE\n"
-			"  --allow-truncated       import a convctx.jsonl file that has no trailer (all\n"
-			"                          but its last conversation, which may be cut)\n"
+			"  --allow-truncated       import a convctx.jsonl file cut short, without its\n"
+			"                          trailer, its last line maybe cut mid-line: all but\n"
+			"                          its last conversation, which may be cut (exit 0)\n"
 			"  -1, --single-transaction  all or nothing\n"
 			"  --batch-size=N          records per call of the server (default %d)\n"
 			"  -P, --progress          show records, records/s and elapsed time on stderr\n"
@@ -920,9 +922,12 @@ print_summary(Importer *imp)
 
 		for (t = 0; t < RECORD_TYPES; t++)
 			imported += imp->imported[t];
-		fprintf(stderr, "%s: %lld records read: %lld imported, %lld skipped, %lld rejected\n",
-				progname, imp->records_sent + imp->rejected_records, imported, skipped,
+		fprintf(stderr, "%s: %lld records read: %lld imported, %lld skipped, %lld rejected",
+				progname, imp->records_sent + imp->rejected_records + imp->left_out, imported, skipped,
 				imp->rejected_records);
+		if (imp->left_out > 0)
+			fprintf(stderr, ", %lld left out (the end of a file cut short)", imp->left_out);
+		fputc('\n', stderr);
 		if (imported + skipped != imp->records_sent)
 			fprintf(stderr, "%s: warning: the server counted %lld of the %lld records it was sent\n",
 					progname, imported + skipped, imp->records_sent);
@@ -1041,7 +1046,8 @@ parse_line(Importer *imp, const char *line, size_t len, long lineno, LineRecord 
 	if (!scan_jsonl_line(line, len, &rec->scanned, &column, &message))
 	{
 		line_error(imp, lineno, column, "%s%s", strncmp(message, "\\u0000", 6) == 0 ||
-				   strncmp(message, "duplicate", 9) == 0 ? "" : "invalid JSON: ", message);
+				   strncmp(message, "duplicate", 9) == 0 || strncmp(message, "invalid input", 13) == 0
+				   ? "" : "invalid JSON: ", message);
 		return false;
 	}
 	type_name = rec->scanned.type;
@@ -1184,13 +1190,16 @@ check_file_has_trailer(Importer *imp, FILE *in)
 	tail[got] = '\0';
 	while (got > 0 && (tail[got - 1] == '\n' || tail[got - 1] == '\r'))
 		tail[--got] = '\0';
-	last = strrchr(tail, '\n');
+	last = memrchr(tail, '\n', got);
 	last = last ? last + 1 : tail;
-	value = json_loads(last, JSON_DECODE_INT_AS_REAL, NULL);
+	value = json_loadb(last, got - (last - tail), JSON_DECODE_INT_AS_REAL, NULL);
 	if (value && json_is_string(json_object_get(value, "type")) &&
 		strcmp(json_string_value(json_object_get(value, "type")), "end") == 0)
 		ok = true;
 	json_decref(value);
+	/* a NUL byte in the last line is not a cut: the reading names it */
+	if (memchr(last, '\0', got - (last - tail)) != NULL)
+		ok = true;
 	free(tail);
 	if (fseek(in, 0, SEEK_SET) != 0)
 		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
@@ -1204,14 +1213,57 @@ check_file_has_trailer(Importer *imp, FILE *in)
 	}
 }
 
-/* Close the group being read: queue it, or reject it when a line was bad. */
+/*
+ * Stray records (records outside their session's group), each with its
+ * session's group when that was not sent yet: rejected once the group
+ * being read is closed, since that group may go on after them.
+ */
+static Group **strays;
+static int	nstrays;
+
+/*
+ * Close the group being read: queue it, or reject it when a line was bad;
+ * then reject the strays read in it.
+ */
 static void
 close_group(Importer *imp, Group **group, bool *bad)
 {
+	int			i;
+
 	if (*group)
 		*bad ? importer_reject(imp, *group) : importer_add(imp, *group);
 	*group = NULL;
 	*bad = false;
+	for (i = 0; i < nstrays; i++)
+		importer_reject(imp, strays[i]);
+	nstrays = 0;
+}
+
+/* A stray record of session id: kept with its session's group to be rejected. */
+static void
+stray_record(Importer *imp, const char *id, const char *line, size_t len, long lineno)
+{
+	Group	   *g = NULL;
+	char		where[64];
+	int			i;
+
+	for (i = 0; i < nstrays && g == NULL; i++)
+		if (strcmp(strays[i]->id, id) == 0)
+			g = strays[i];
+	if (g == NULL)
+	{
+		if ((g = importer_take_pending(imp, id)) == NULL)
+		{
+			fprintf(stderr, "%s: warning: if session \"%s\" came earlier in the file, it was written "
+					"without the record of line %ld\n", progname, id, lineno);
+			snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
+			g = group_new(id, where);
+		}
+		if ((strays = realloc(strays, (nstrays + 1) * sizeof(Group *))) == NULL)
+			fail(EXIT_ERROR, "out of memory");
+		strays[nstrays++] = g;
+	}
+	group_add(g, line, len, lineno);
 }
 
 /*
@@ -1235,6 +1287,17 @@ bad_line(Importer *imp, Group **group, bool *bad, const char *id, const char *li
 		close_group(imp, group, bad);
 }
 
+/*
+ * A line that starts as a session record does, read or not: it starts a
+ * group of its own.
+ */
+static bool
+starts_session(const char *line)
+{
+	return strncmp(line, "{\"type\": \"session\"", strlen("{\"type\": \"session\"")) == 0 ||
+		strncmp(line, "{\"type\":\"session\"", strlen("{\"type\":\"session\"")) == 0;
+}
+
 /* Read a convctx.jsonl file: header, conversation groups, trailer. */
 static void
 import_convctx(Importer *imp, FILE *in)
@@ -1256,6 +1319,7 @@ import_convctx(Importer *imp, FILE *in)
 	while ((len = getline(&line, &cap, in)) != -1)
 	{
 		LineRecord rec;
+		bool		last = line[len - 1] != '\n';	/* no newline: the end of the input */
 
 		lineno++;
 		if (len > 0 && line[len - 1] == '\n')
@@ -1275,18 +1339,36 @@ import_convctx(Importer *imp, FILE *in)
 			line_error(imp, lineno, 0, "a line after the trailer");
 			importer_abort(imp);
 		}
+		/*
+		 * A last line without its newline that is not a record, and holds
+		 * no NUL byte (reported as such below), is where the file was cut
+		 * (a killed export ends so): the end of the input.
+		 */
+		if (last && lineno > 1 && memchr(line, '\0', len) == NULL)
+		{
+			int			column;
+			const char *message;
+
+			if (!scan_jsonl_line(line, len, &rec.scanned, &column, &message))
+			{
+				fprintf(stderr, "%s:%ld:%d: warning: the last line has no newline and is not a complete "
+						"record (%s): the file was cut short there\n",
+						imp->input_name, lineno, column, message);
+				imp->left_out++;
+				if (starts_session(line))
+					close_group(imp, &group, &bad);
+				break;
+			}
+			scanned_line_free(&rec.scanned);
+		}
 		memset(&rec, 0, sizeof(rec));
 		if (!parse_line(imp, line, len, lineno, &rec))
 		{
 			line_record_free(&rec);
 			if (lineno == 1)
 				importer_abort(imp);
-			/*
-			 * A line that cannot be read but starts as a session record does
-			 * starts a group of its own: the group before it is not its.
-			 */
-			if (strncmp(line, "{\"type\": \"session\"", strlen("{\"type\": \"session\"")) == 0 ||
-				strncmp(line, "{\"type\":\"session\"", strlen("{\"type\":\"session\"")) == 0)
+			/* the group before a session record is not its */
+			if (starts_session(line))
 				close_group(imp, &group, &bad);
 			bad_line(imp, &group, &bad, "", line, len, lineno);
 			unreadable = true;
@@ -1329,19 +1411,11 @@ import_convctx(Importer *imp, FILE *in)
 			group_add(group, line, len, lineno);	/* after a line that could not be read */
 		else
 		{
-			Group	   *earlier;
-
+			/* a stray record: the group being read goes on */
 			line_error(imp, lineno, 0, "a %s record of session \"%s\" outside that session's group "
 					   "(the records of a session follow its session record)",
 					   record_types[rec.type], rec.id);
-			close_group(imp, &group, &bad);
-			/* its session's group, when not sent yet, is rejected with it */
-			earlier = importer_take_pending(imp, rec.id);
-			if (earlier == NULL)
-				fprintf(stderr, "%s: warning: if session \"%s\" came earlier in the file, it was written "
-						"without the record of line %ld\n", progname, rec.id, lineno);
-			group = earlier;
-			bad_line(imp, &group, &bad, rec.id, line, len, lineno);
+			stray_record(imp, rec.id, line, len, lineno);
 		}
 		line_record_free(&rec);
 	}
@@ -1355,6 +1429,9 @@ import_convctx(Importer *imp, FILE *in)
 	}
 	if (!trailer)
 	{
+		/* the last conversation may be the one cut: it is not imported */
+		if (group)
+			imp->left_out += group->n;
 		if (!imp->o->allow_truncated)
 		{
 			fprintf(stderr, "%s: error: %s ends at line %ld without its trailer: it was cut short; "
@@ -1363,13 +1440,14 @@ import_convctx(Importer *imp, FILE *in)
 			flush_pending(imp);
 			importer_abort(imp);
 		}
-		/* the last conversation may be the one cut: it is not imported */
 		if (group)
 		{
 			fprintf(stderr, "%s: warning: %s has no trailer: the conversation starting at %s, the last, "
 					"may be cut short and was not imported\n", progname, imp->input_name, group->where);
 			group_free(group);
+			group = NULL;
 		}
+		close_group(imp, &group, &bad);	/* the strays read in it */
 	}
 }
 

@@ -6,10 +6,10 @@
  * The server parses every record with jsonb's own parser, so the tool
  * does not need a tree of the line: only to know that it is one JSON
  * object, strict (RFC 8259, UTF-8), with no key twice in any object (jsonb
- * would keep the last silently) and no \u0000 (PostgreSQL text cannot hold
- * it), and its "type" and conversation id, to group the records. Building
- * that tree with jansson costs about ten times as much as this scan, and
- * the tool reads every line of a file of millions.
+ * would keep the last silently), no \u0000 (PostgreSQL text cannot hold
+ * it) and no NUL byte, and its "type" and conversation id, to group the
+ * records. Building that tree with jansson costs about ten times as much
+ * as this scan, and the tool reads every line of a file of millions.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -554,7 +554,9 @@ scan_jsonl_line(const char *line, size_t len, ScannedLine *out, int *column, con
 	sc.nkeys = 0;
 	sc.depth = 0;
 	skip_space(&sc);
-	if (sc.p >= sc.end || *sc.p != '{')
+	if ((q = memchr(line, '\0', len)) != NULL)
+		ok = fail_at(&sc, q, "invalid input: a NUL byte (a file of text holds none)");
+	else if (sc.p >= sc.end || *sc.p != '{')
 		ok = fail_at(&sc, sc.p, "a record must be a JSON object");
 	else
 	{

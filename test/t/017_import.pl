@@ -229,6 +229,36 @@ is(count_sessions('cut'), '3', 'cut short on stdin: the conversations before the
     '-f', $truncated);
 is($rc, 0, '--allow-truncated imports what the file holds') or diag($err);
 
+# cut mid-line, as a killed export ends: with --allow-truncated the last
+# line without its newline is the cut, said and counted, and exit 0
+{
+    my $text = join("\n", $header, @records);
+    my $file = write_file('cut_mid_line.jsonl', substr($text, 0, length($text) - 10));
+    my $last = 1 + @records;
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'cutline', '--allow-truncated',
+        '-f', $file);
+    is($rc, 0, 'cut mid-line, --allow-truncated: exit 0') or diag($err);
+    like($err, qr/cut_mid_line\.jsonl:$last:\d+: warning: the last line has no newline and is not a complete record \(.*\): the file was cut short there/,
+        'cut mid-line: the cut is said, with its line');
+    like($err, qr/records read: \d+ imported, 0 skipped, 0 rejected, [1-9]\d* left out \(the end of a file cut short\)/,
+        'cut mid-line: what was left out is counted');
+    unlike($err, qr/error/, 'cut mid-line: no error');
+    is(count_sessions('cutline'), '3', 'cut mid-line: the conversations before the last are written');
+}
+
+# a NUL byte near the end of a complete file is a NUL, not a cut
+{
+    my $text = $exported;
+    my $at = rindex($text, '"lines"');
+    substr($text, $at, 1) = "\0";
+    my $column = $at - rindex($text, "\n", $at);
+    my $line = scalar(@lines);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'nul', '-f', write_file('nul.jsonl', $text));
+    is($rc, 1, 'a NUL byte in the trailer: exit 1');
+    like($err, qr/nul\.jsonl:$line:$column: error: invalid input: a NUL byte/, 'a NUL byte: named, at its line and column');
+    unlike($err, qr/cut short|no trailer/, 'a NUL byte: not taken for a cut');
+}
+
 # bad JSON at a known line: the conversations before it are written, its own is not
 my @s1 = group_lines('s1');
 my @s2 = group_lines('s2');
@@ -312,6 +342,28 @@ for my $what (sort keys %bad)
         'a record outside its group: said so');
     is($node->safe_psql('fresh', q{SELECT string_agg(session_id, ',' ORDER BY session_id) FROM convctx.session
         WHERE tenant_id = 'split'}), 's3', 'a record outside its group: its session is not written without it');
+}
+
+# a record of session s4 in the middle of session s1's group: the error
+# names s4 and its line; s1 goes on and is written whole
+{
+    my @g = ($s1[0], $s1[1], $s4[1], @s1[ 2 .. $#s1 ], @s2);
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'stray', '--max-errors=1',
+        '-f', file_of('stray.jsonl', @g));
+    is($rc, 3, 'a stray record of another session: exit 3') or diag($err);
+    like($err, qr/stray\.jsonl:4: error: a turn record of session "s4" outside that session's group/,
+        'a stray record: its own session and line');
+    unlike($err, qr/"s1"|stray\.jsonl:[^4]/, 'a stray record: the session it interrupts is not blamed');
+    like($err, qr/rejected 1 conversation \(1 record\)/, 'a stray record: rejected alone');
+    is($node->safe_psql('fresh', q{SELECT string_agg(session_id || ':' || live_turns, ',' ORDER BY session_id)
+        FROM convctx.session WHERE tenant_id = 'stray'}),
+        $node->safe_psql('app', q{SELECT string_agg(session_id || ':' || live_turns, ',' ORDER BY session_id)
+        FROM convctx.session WHERE tenant_id = 'acme' AND session_id IN ('s1', 's2')}),
+        'a stray record: the sessions around it written whole');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'stray2', '-f', "$dir/stray.jsonl");
+    is($rc, 1, 'a stray record, no --max-errors: exit 1');
+    like($err, qr/stray\.jsonl:4: error: a turn record of session "s4"/, 'a stray record, no --max-errors: its own session');
+    unlike($err, qr/"s1"/, 'a stray record, no --max-errors: the session it interrupts is not blamed');
 }
 
 # the same turn twice in a conversation
