@@ -99,6 +99,17 @@ typedef struct ImportOptions
 	const char *reject_file;
 } ImportOptions;
 
+/*
+ * What a record made from another source (sources.c) was made of, for
+ * its errors: they name what the source holds, not the values made here.
+ */
+typedef struct RecordOrigin
+{
+	char	   *made_of;		/* "message 3 (id \"m1\", created_at \"...\") ..." */
+	char	   *generated;		/* a value made here (a turn id), or NULL */
+	char	   *generated_as;	/* what to name it by instead */
+} RecordOrigin;
+
 /* A conversation's records, as lines of convctx.jsonl. */
 typedef struct Group
 {
@@ -109,6 +120,7 @@ typedef struct Group
 	char	  **lines;
 	size_t	   *lens;
 	long	   *linenos;		/* line of each record in the input, or 0 */
+	RecordOrigin *origins;		/* of records made from a source, or NULL */
 } Group;
 
 #define MAX_DROPPED 16
@@ -141,6 +153,10 @@ typedef struct Importer
 	const char *dropped_names[MAX_DROPPED];	/* what a source holds and convctx does not */
 	long long	dropped_counts[MAX_DROPPED];
 	int			ndropped;
+	const char *warning_names[MAX_DROPPED];	/* what was changed to be imported */
+	long long	warning_counts[MAX_DROPPED];
+	char	   *warning_first[MAX_DROPPED];	/* the first of each, as the source has it */
+	int			nwarnings;
 	double		started;
 	double		shown;
 } Importer;
@@ -148,11 +164,12 @@ typedef struct Importer
 extern int	import_main(int argc, char **argv);
 extern Group *group_new(const char *id, const char *where);
 extern void group_add(Group *g, const char *line, size_t len, long lineno);
-extern void group_add_json(Group *g, json_t *record, long lineno);
+extern void group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *origin);
 extern void importer_add(Importer *imp, Group *g);
 extern void importer_reject(Importer *imp, Group *g);
 extern Group *importer_take_pending(Importer *imp, const char *id);
 extern void importer_count_dropped(Importer *imp, const char *what, long long n);
+extern void importer_count_warning(Importer *imp, const char *what, char *first);
 extern void importer_abort(Importer *imp) __attribute__((noreturn));
 extern void importer_stop(Importer *imp) __attribute__((noreturn));
 

@@ -218,6 +218,13 @@ group_add(Group *g, const char *line, size_t len, long lineno)
 		g->linenos = realloc(g->linenos, g->cap * sizeof(long));
 		if (g->lines == NULL || g->lens == NULL || g->linenos == NULL)
 			fail(EXIT_ERROR, "out of memory");
+		if (g->origins)
+		{
+			g->origins = realloc(g->origins, g->cap * sizeof(RecordOrigin));
+			if (g->origins == NULL)
+				fail(EXIT_ERROR, "out of memory");
+			memset(g->origins + g->n, 0, (g->cap - g->n) * sizeof(RecordOrigin));
+		}
 	}
 	g->lines[g->n] = malloc(len + 1);
 	if (g->lines[g->n] == NULL)
@@ -229,9 +236,12 @@ group_add(Group *g, const char *line, size_t len, long lineno)
 	g->n++;
 }
 
-/* Add a record made here (sources.c): its compact JSON text. */
+/*
+ * Add a record made here (sources.c): its compact JSON text, and what it
+ * was made of (taken), for its errors.
+ */
 void
-group_add_json(Group *g, json_t *record, long lineno)
+group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *origin)
 {
 	char	   *text = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
@@ -240,6 +250,9 @@ group_add_json(Group *g, json_t *record, long lineno)
 	group_add(g, text, strlen(text), lineno);
 	free(text);
 	json_decref(record);
+	if (g->origins == NULL && (g->origins = calloc(g->cap, sizeof(RecordOrigin))) == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	g->origins[g->n - 1] = *origin;
 }
 
 static void
@@ -248,7 +261,16 @@ group_free(Group *g)
 	int			i;
 
 	for (i = 0; i < g->n; i++)
+	{
 		free(g->lines[i]);
+		if (g->origins)
+		{
+			free(g->origins[i].made_of);
+			free(g->origins[i].generated);
+			free(g->origins[i].generated_as);
+		}
+	}
+	free(g->origins);
 	free(g->lines);
 	free(g->lens);
 	free(g->linenos);
@@ -498,25 +520,67 @@ group_of_record(Group **groups, int n, int recno, int *index_in_group)
 	return -1;
 }
 
+/* s with every from replaced by to (malloc'd), or NULL when s is. */
+static char *
+replace_all(const char *s, const char *from, const char *to)
+{
+	char	   *out;
+	size_t		len = 0;
+	size_t		cap;
+	const char *p;
+
+	if (s == NULL)
+		return NULL;
+	cap = strlen(s) + 1;
+	if (from != NULL)
+		for (p = strstr(s, from); p; p = strstr(p + strlen(from), from))
+			cap += strlen(to);
+	if ((out = malloc(cap)) == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	while (from != NULL && (p = strstr(s, from)) != NULL)
+	{
+		memcpy(out + len, s, p - s);
+		len += p - s;
+		memcpy(out + len, to, strlen(to));
+		len += strlen(to);
+		s = p + strlen(from);
+	}
+	strcpy(out + len, s);
+	return out;
+}
+
 /*
  * Print an error about a record: "FILE:LINE: error: message", as a
- * compiler does, and the server's SQLSTATE, detail and hint.
+ * compiler does, and the server's SQLSTATE, detail and hint. A record
+ * made from another source is named by what the source holds: a value
+ * made here (a turn id) by what it was made of, which a CONTEXT line
+ * gives with the times as written.
  */
 static void
 report_record_error(Importer *imp, const Group *g, int index, const char *sqlstate,
 					const char *message, const char *detail, const char *hint)
 {
+	const RecordOrigin *origin = index >= 0 && g->origins ? &g->origins[index] : NULL;
+	char	   *m = replace_all(message, origin ? origin->generated : NULL,
+								origin ? origin->generated_as : NULL);
+	char	   *d = replace_all(detail, origin ? origin->generated : NULL,
+								origin ? origin->generated_as : NULL);
+
 	if (index >= 0 && g->linenos[index] > 0)
-		fprintf(stderr, "%s:%ld: error: %s", imp->input_name, g->linenos[index], message);
+		fprintf(stderr, "%s:%ld: error: %s", imp->input_name, g->linenos[index], m);
 	else
-		fprintf(stderr, "%s: error: %s", g->where, message);
+		fprintf(stderr, "%s: error: %s", g->where, m);
 	if (sqlstate)
 		fprintf(stderr, " (SQLSTATE %s)", sqlstate);
 	fputc('\n', stderr);
-	if (detail)
-		fprintf(stderr, "DETAIL:  %s\n", detail);
+	if (d)
+		fprintf(stderr, "DETAIL:  %s\n", d);
 	if (hint)
 		fprintf(stderr, "HINT:  %s\n", hint);
+	if (origin && origin->made_of)
+		fprintf(stderr, "CONTEXT:  %s\n", origin->made_of);
+	free(m);
+	free(d);
 }
 
 /*
@@ -906,6 +970,9 @@ print_summary(Importer *imp)
 	for (t = 0; t < imp->ndropped; t++)
 		fprintf(stderr, "%s: not imported: %s: %lld\n", progname, imp->dropped_names[t],
 				imp->dropped_counts[t]);
+	for (t = 0; t < imp->nwarnings; t++)
+		fprintf(stderr, "%s: warning: %s: %lld (the first: %s)\n", progname, imp->warning_names[t],
+				imp->warning_counts[t], imp->warning_first[t]);
 	if (imp->anonymous_undated > 0)
 		fprintf(stderr, "%s: warning: %lld anonymous conversation%s without a time in %s source took the "
 				"import's time: the first purge after convctx.session_ttl from now deletes %s\n", progname,
@@ -952,6 +1019,32 @@ importer_count_dropped(Importer *imp, const char *what, long long n)
 		return;
 	imp->dropped_names[imp->ndropped] = what;
 	imp->dropped_counts[imp->ndropped++] = n;
+}
+
+/*
+ * Count something of a source changed so that it could be imported (a
+ * time moved, an id made distinct); first describes the case (taken).
+ */
+void
+importer_count_warning(Importer *imp, const char *what, char *first)
+{
+	int			i;
+
+	for (i = 0; i < imp->nwarnings && strcmp(imp->warning_names[i], what) != 0; i++)
+		;
+	if (i == imp->nwarnings)
+	{
+		if (imp->nwarnings == MAX_DROPPED)
+		{
+			free(first);
+			return;
+		}
+		imp->warning_names[imp->nwarnings++] = what;
+		imp->warning_first[i] = first;
+		first = NULL;
+	}
+	imp->warning_counts[i]++;
+	free(first);
 }
 
 /* Stop after an error: what was committed stays; -1 rolls back. */

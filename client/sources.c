@@ -323,21 +323,69 @@ typedef struct TurnBuild
 	size_t		answer_cap;
 	char	   *finalized_at;
 	long		lineno;
+	int			question_at;	/* the messages it is made of */
+	int			answers;
+	int			first_answer_at;
+	int			last_answer_at;
 } TurnBuild;
+
+/* a value in quotes, or "none": three arguments for "%s%s%s" */
+#define QUOTED_OR_NONE(s) (s) ? "\"" : "", (s) ? (s) : "none", (s) ? "\"" : ""
+
+/* Message i of c as its source has it: "message 3 (id "m1", time "...")". */
+static char *
+message_name(Conversation *c, int i, bool with_time)
+{
+	Message    *m = &c->msgs[i];
+	char	   *id = m->id ? xsprintf("id \"%s\"", m->id) : xstrdup("no id");
+	char	   *time = !with_time ? xstrdup("") : m->time ? xsprintf(", time \"%s\"", m->time)
+		: xstrdup(", no time");
+	char	   *name = xsprintf("message %d (%s%s)", i + 1, id, time);
+
+	free(id);
+	free(time);
+	return name;
+}
 
 static void
 emit_turn(Group *g, Conversation *c, TurnBuild *t, long turn_no)
 {
 	json_t	   *r;
-	char	   *turn_id;
+	RecordOrigin origin;
+	char	   *question;
+	char	   *answer = NULL;
+	char	   *as_request;
 
 	if (!t->open)
 		return;
-	turn_id = turn_uuid(c->id, t->request_id);
+	/* errors name the messages the turn is made of, not its turn id */
+	question = message_name(c, t->question_at, true);
+	if (t->answers == 1)
+		answer = message_name(c, t->last_answer_at, true);
+	else if (t->answers > 1)
+	{
+		char	   *last_answer = message_name(c, t->last_answer_at, true);
+
+		answer = xsprintf("messages %d to %d, the last %s", t->first_answer_at + 1, t->last_answer_at + 1,
+						  last_answer);
+		free(last_answer);
+	}
+	as_request = c->msgs[t->question_at].id && strcmp(c->msgs[t->question_at].id, t->request_id) == 0
+		? xstrdup("") : xsprintf(" as request \"%s\"", t->request_id);
+	origin.made_of = xsprintf("the turn made of %s of conversation \"%s\"%s, %s%s", question, c->id,
+							  as_request, answer ? "answered by " : "not answered", answer ? answer : "");
+	free(as_request);
+	origin.generated = turn_uuid(c->id, t->request_id);
+	free(question);
+	question = message_name(c, t->question_at, false);
+	origin.generated_as = xsprintf("of %s", question);
+	free(question);
+	free(answer);
+
 	r = json_object();
 	json_object_set_new(r, "type", json_string("turn"));
 	json_object_set_new(r, "session_id", json_string(c->id));
-	json_object_set_new(r, "turn_id", json_string(turn_id));
+	json_object_set_new(r, "turn_id", json_string(origin.generated));
 	json_object_set_new(r, "turn_no", json_integer(turn_no));
 	json_object_set_new(r, "request_id", json_string(t->request_id));
 	json_object_set_new(r, "identity_id", json_str_or_null(c->identity));
@@ -345,8 +393,7 @@ emit_turn(Group *g, Conversation *c, TurnBuild *t, long turn_no)
 	json_object_set_new(r, "finalized_at", json_str_or_null(t->answer ? t->finalized_at : NULL));
 	json_object_set_new(r, "question_neutral", json_string(t->question));
 	json_object_set_new(r, "answer_neutral", json_str_or_null(t->answer));
-	group_add_json(g, r, t->lineno);
-	free(turn_id);
+	group_add_json(g, r, t->lineno, &origin);
 	free(t->request_id);
 	free(t->question);
 	free(t->created_at);
@@ -356,10 +403,66 @@ emit_turn(Group *g, Conversation *c, TurnBuild *t, long turn_no)
 }
 
 /*
+ * The time of each message of c into times[0..n): as written, except
+ *	- a time earlier than the one before it in the conversation (its
+ *	  created_at, the messages before it), as a clock a millisecond off
+ *	  writes: moved up to that time, and counted in a warning;
+ *	- no time: the time before it, else the conversation's, else its
+ *	  first message's, else the import's start plus its position in
+ *	  microseconds.
+ * A time this tool cannot read (not ISO 8601) is passed on as written,
+ * for the server to read or refuse.
+ */
+static void
+message_times(Importer *imp, Conversation *c, char **times)
+{
+	const char *before = NULL;	/* the latest time so far, as written */
+	long long	before_usec = 0;
+	const char *first_time = NULL;
+	long long	usec;
+	bool		zoned;
+	int			i;
+
+	for (i = 0; i < c->n && first_time == NULL; i++)
+		first_time = c->msgs[i].time;
+	if (c->created_at && iso_time_usec(c->created_at, &before_usec, &zoned))
+		before = c->created_at;
+	for (i = 0; i < c->n; i++)
+	{
+		Message    *m = &c->msgs[i];
+
+		if (m->time == NULL)
+			times[i] = before ? xstrdup(before) : c->created_at ? xstrdup(c->created_at)
+				: first_time ? xstrdup(first_time) : start_time_plus(i);
+		else if (before && iso_time_usec(m->time, &usec, &zoned) && usec < before_usec)
+		{
+			char	   *name = message_name(c, i, false);
+
+			importer_count_warning(imp, "message times earlier than the time before them, moved up to it",
+								   xsprintf("%s, %s of conversation \"%s\": \"%s\" after \"%s\"", c->where,
+											name, c->id, m->time, before));
+			free(name);
+			times[i] = xstrdup(before);
+		}
+		else
+		{
+			if (iso_time_usec(m->time, &before_usec, &zoned))
+				before = m->time;
+			times[i] = xstrdup(m->time);
+		}
+	}
+}
+
+/*
  * Make a conversation's records and hand them to the importer: the
- * session record, then a turn per question. An anonymous conversation
- * whose last activity is the import's time (its source holds none) would
- * look active now and be deleted by the first purge after
+ * session record, then a turn per question. A user message without text
+ * cannot be a question (convctx refuses an empty one): it is dropped with
+ * the assistant messages that answer it, counted. A user message whose id
+ * came before in the conversation gets a request id of its own, the id
+ * and "#2", "#3"...: the same every time, so that importing the source
+ * again finds its turns there. An anonymous conversation whose last
+ * activity is the import's time (its source holds none) would look
+ * active now and be deleted by the first purge after
  * convctx.session_ttl: refused unless --as-identity links it or
  * --allow-anonymous takes it as it is (counted, and warned about).
  */
@@ -370,7 +473,10 @@ emit_conversation(Importer *imp, Conversation *c)
 	TurnBuild	t;
 	long		turn_no = 0;
 	json_t	   *s;
+	RecordOrigin origin = {0};
 	char	  **times = calloc(c->n + 1, sizeof(char *));
+	json_t	   *request_ids = json_object();
+	bool		unanswerable = false;	/* after a user message without text */
 	int			i;
 	const char *first = NULL;
 	const char *last = NULL;
@@ -380,19 +486,13 @@ emit_conversation(Importer *imp, Conversation *c)
 	if (times == NULL)
 		fail(EXIT_ERROR, "out of memory");
 	memset(&t, 0, sizeof(t));
-	/*
-	 * each message's time; else the conversation's; else the import's
-	 * start plus the message's position
-	 */
-	for (i = 0; i < c->n; i++)
+	message_times(imp, c, times);
+	if (c->n > 0)
 	{
-		times[i] = c->msgs[i].time ? xstrdup(c->msgs[i].time)
-			: c->created_at ? xstrdup(c->created_at) : start_time_plus(i);
-		if (!first)
-			first = times[i];
-		last = times[i];
+		first = times[0];
+		last = times[c->n - 1];
 	}
-	if (first == NULL)
+	else
 		first = last = times[c->n] = start_time_plus(0);
 
 	s = json_object();
@@ -403,7 +503,13 @@ emit_conversation(Importer *imp, Conversation *c)
 	json_object_set_new(s, "created_at", json_string(c->created_at ? c->created_at : first));
 	/* a source may have updated its conversation before its last message */
 	json_object_set_new(s, "last_activity_at", json_string(later_time(c->updated_at, last)));
-	group_add_json(g, s, c->n ? c->msgs[0].lineno : 0);
+	/* errors name the times the source holds, not the ones made of them */
+	origin.made_of = xsprintf("the session record made of conversation \"%s\" (its created_at %s%s%s, "
+							  "its updated_at %s%s%s, the times of its first and last messages %s%s%s and %s%s%s)",
+							  c->id, QUOTED_OR_NONE(c->created_at), QUOTED_OR_NONE(c->updated_at),
+							  QUOTED_OR_NONE(c->n ? c->msgs[0].time : NULL),
+							  QUOTED_OR_NONE(c->n ? c->msgs[c->n - 1].time : NULL));
+	group_add_json(g, s, c->n ? c->msgs[0].lineno : 0, &origin);
 
 	for (i = 0; i < c->n; i++)
 	{
@@ -411,23 +517,50 @@ emit_conversation(Importer *imp, Conversation *c)
 
 		if (strcmp(m->role, "user") == 0 || strcmp(m->role, "human") == 0)
 		{
-			if (m->text == NULL)
+			char	   *request_id;
+
+			emit_turn(g, c, &t, turn_no);
+			unanswerable = m->text == NULL || m->text[0] == '\0';
+			if (unanswerable)
 			{
 				importer_count_dropped(imp, "user messages without text", 1);
 				continue;
 			}
-			emit_turn(g, c, &t, turn_no);
+			request_id = m->id ? xstrdup(m->id) : xsprintf("msg-%d", i + 1);
+			if (json_object_get(request_ids, request_id))
+			{
+				char	   *id = request_id;
+				char	   *name = message_name(c, i, false);
+				int			k;
+
+				request_id = NULL;
+				for (k = 2; request_id == NULL || json_object_get(request_ids, request_id); k++)
+				{
+					free(request_id);
+					request_id = xsprintf("%s#%d", id, k);
+				}
+				importer_count_warning(imp, "message ids repeated in a conversation, "
+									   "each given a request id of its own",
+									   xsprintf("%s, %s of conversation \"%s\": request \"%s\"",
+												c->where, name, c->id, request_id));
+				free(name);
+				free(id);
+			}
+			json_object_set_new(request_ids, request_id, json_true());
 			t.open = true;
 			turn_no++;
-			t.request_id = m->id ? xstrdup(m->id) : xsprintf("msg-%d", i + 1);
+			t.request_id = request_id;
 			t.question = xstrdup(m->text);
 			t.created_at = xstrdup(times[i]);
 			t.lineno = m->lineno;
+			t.question_at = i;
 		}
 		else if (strcmp(m->role, "assistant") == 0 || strcmp(m->role, "ai") == 0)
 		{
 			if (m->text == NULL || m->text[0] == '\0')
 				importer_count_dropped(imp, "assistant messages without text", 1);
+			else if (unanswerable)
+				importer_count_dropped(imp, "answers to user messages without text", 1);
 			else if (!t.open)
 				importer_count_dropped(imp, "assistant messages before any question", 1);
 			else
@@ -437,6 +570,9 @@ emit_conversation(Importer *imp, Conversation *c)
 				append_text(&t.answer, &t.answer_len, &t.answer_cap, m->text, strlen(m->text));
 				free(t.finalized_at);
 				t.finalized_at = xstrdup(times[i]);
+				if (t.answers++ == 0)
+					t.first_answer_at = i;
+				t.last_answer_at = i;
 			}
 		}
 		else if (strcmp(m->role, "system") == 0 || strcmp(m->role, "developer") == 0)
@@ -447,6 +583,7 @@ emit_conversation(Importer *imp, Conversation *c)
 			importer_count_dropped(imp, "messages of other roles", 1);
 	}
 	emit_turn(g, c, &t, turn_no);
+	json_decref(request_ids);
 	for (i = 0; i <= c->n; i++)
 		free(times[i]);
 	free(times);

@@ -694,6 +694,72 @@ is($node->safe_psql('fresh', q{SELECT string_agg(session_id || ':' || question_n
 is($node->safe_psql('fresh', q{SELECT string_agg(request_id, ',' ORDER BY turn_no) FROM convctx.turn
     WHERE tenant_id = 'portable' AND session_id = 's1'}), 'r1,r3', 'request ids kept, the redacted turn left out');
 
+# the quirks of real message logs, taken as a user expects, each counted:
+# a clock a millisecond off (a message before the one before it, an
+# answer before its question), an empty question (dropped with its
+# answer), an id twice (a request id of its own, the same every time)
+my $json = JSON::PP->new->canonical;
+my $quirks = write_file('quirks.jsonl', join('', map { $json->encode($_) . "\n" }
+    { session_id => 'q-skew', identity_id => 'u', messages => [
+        { role => 'user', content => 'Q1', id => 'm1', created_at => '2026-01-01T10:00:00.001Z' },
+        { role => 'assistant', content => 'A1', id => 'm2', created_at => '2026-01-01T10:00:00.000Z' },
+        { role => 'user', content => 'Q2', id => 'm3', created_at => '2026-01-01T10:00:00.000Z' },
+        { role => 'assistant', content => 'A2', id => 'm4', created_at => '2026-01-01T10:00:01Z' } ] },
+    { session_id => 'q-empty', identity_id => 'u', messages => [
+        { role => 'user', content => 'Q1', id => 'm1', created_at => '2026-01-01T10:00:00Z' },
+        { role => 'assistant', content => 'A1', id => 'm2', created_at => '2026-01-01T10:00:01Z' },
+        { role => 'user', content => '', id => 'm3', created_at => '2026-01-01T10:00:02Z' },
+        { role => 'assistant', content => 'An answer to nothing', id => 'm4', created_at => '2026-01-01T10:00:03Z' },
+        { role => 'user', content => 'Q3', id => 'm5', created_at => '2026-01-01T10:00:04Z' } ] },
+    { session_id => 'q-dup', identity_id => 'u', messages => [
+        { role => 'user', content => 'Q1', id => 'm1', created_at => '2026-01-01T10:00:00Z' },
+        { role => 'assistant', content => 'A1', id => 'm2', created_at => '2026-01-01T10:00:01Z' },
+        { role => 'user', content => 'Q2', id => 'm1', created_at => '2026-01-01T10:00:02Z' },
+        { role => 'assistant', content => 'A2', id => 'm3', created_at => '2026-01-01T10:00:03Z' } ] }));
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'quirks', '--from=messages', '-f', $quirks);
+is($rc, 0, 'messages with quirks: exit 0') or diag($err);
+unlike($err, qr/error|last_activity_at|[0-9a-f]{8}-[0-9a-f]{4}-/, 'messages with quirks: no error, no value made here');
+is(turns_of('quirks'), join("\n", 'q-dup|u|1|Q1|A1', 'q-dup|u|2|Q2|A2', 'q-empty|u|1|Q1|A1', 'q-empty|u|2|Q3|<none>',
+    'q-skew|u|1|Q1|A1', 'q-skew|u|2|Q2|A2'), 'messages with quirks: every turn that has a question');
+like($err, qr/warning: message times earlier than the time before them, moved up to it: 2 \(the first: .*quirks\.jsonl:1, message 2 \(id "m2"\) of conversation "q-skew": "2026-01-01T10:00:00\.000Z" after "2026-01-01T10:00:00\.001Z"\)/,
+    'a time that goes back: moved up, counted, the first named as written');
+is($node->safe_psql('fresh', q{SELECT string_agg(to_char(created_at, 'SS.MS') || '-' || to_char(finalized_at, 'SS.MS'), ','
+    ORDER BY turn_no) FROM convctx.turn WHERE tenant_id = 'quirks' AND session_id = 'q-skew'}),
+    '00.001-00.001,00.001-01.000', 'a time that goes back: the time before it');
+like($err, qr/not imported: user messages without text: 1\n.*not imported: answers to user messages without text: 1\n/,
+    'an empty question: dropped with its answer, counted');
+like($err, qr/warning: message ids repeated in a conversation, each given a request id of its own: 1 \(the first: .*quirks\.jsonl:3, message 3 \(id "m1"\) of conversation "q-dup": request "m1#2"\)/,
+    'an id twice: a request id of its own, counted');
+my $ids = q{SELECT string_agg(session_id || ':' || request_id || ':' || turn_id, ',' ORDER BY session_id, turn_no)
+    FROM convctx.turn WHERE tenant_id = 'quirks'};
+my $ids_before = $node->safe_psql('fresh', $ids);
+like($ids_before, qr/q-dup:m1:[^,]+,q-dup:m1#2:/, 'an id twice: request ids m1 and m1#2');
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'quirks', '--from=messages', '-f', $quirks);
+is($rc, 0, 'messages with quirks, again: exit 0') or diag($err);
+like($err, qr/imported 0 sessions, 0 turns.*\n.*\(already there: 9\)\n(.*\n)*.*: 9 records read: 0 imported, 9 skipped, 0 rejected\n/,
+    'messages with quirks, again: everything skipped');
+is($node->safe_psql('fresh', $ids), $ids_before, 'messages with quirks, again: the same turn and request ids');
+
+# an error of a record made from messages names the messages it was made
+# of, with their ids and times as written, not the values made of them
+{
+    (my $changed = read_file($quirks)) =~ s/"created_at":"2026-01-01T10:00:00Z","id":"m1"(.*"q-dup")/"created_at":"2026-01-01T10:00:00.500Z","id":"m1"$1/;
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'quirks', '--from=messages',
+        '-f', write_file('quirks_changed.jsonl', $changed));
+    is($rc, 1, 'a message changed since the last import: exit 1');
+    like($err, qr/quirks_changed\.jsonl:3: error: turn 1 of session "q-dup" differs from the one stored here \(SQLSTATE 23505\)\nDETAIL:  Turn of message 1 \(id "m1"\) has another/,
+        'a message changed since: the message, not the turn id');
+    like($err, qr/\nCONTEXT:  the turn made of message 1 \(id "m1", time "2026-01-01T10:00:00\.500Z"\) of conversation "q-dup", answered by message 2 \(id "m2", time "2026-01-01T10:00:01Z"\)\n/,
+        'a message changed since: its time as written');
+    unlike($err, qr/[0-9a-f]{8}-[0-9a-f]{4}-/, 'a message changed since: no turn id made here');
+    ($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'quirks-future', '--from=messages',
+        '-f', write_file('future.jsonl', $json->encode({ session_id => 'f', identity_id => 'u', messages => [
+            { role => 'user', content => 'Q', id => 'm1', created_at => '2099-01-01T00:00:00Z' } ] }) . "\n"));
+    is($rc, 1, 'a message time in the future: exit 1');
+    like($err, qr/future\.jsonl:1: error: \w+ of a session record is in the future.*\n(.*\n)*CONTEXT:  the session record made of conversation "f" \(its created_at none, its updated_at none, the times of its first and last messages "2099-01-01T00:00:00Z" and "2099-01-01T00:00:00Z"\)\n/,
+        'a message time in the future: the time as written');
+}
+
 # OpenAI Conversations items
 my $openai = write_file('openai.jsonl', encode_json({ id => 'conv_1', object => 'conversation', created_at => 1764000000,
     items => { object => 'list', data => [
