@@ -30,6 +30,9 @@
 #define EXIT_INTERRUPTED	4	/* the server stopped the work: a cancel, a timeout, ... */
 
 /* The format of the files the tool writes and reads. */
+/* "FILE:LINE" of a record: a path and a number */
+#define WHERE_LEN			(4096 + 32)
+
 #define JSONL_FORMAT		"convctx.jsonl"
 #define JSONL_FORMAT_VERSION 1
 

@@ -1337,7 +1337,7 @@ static void
 stray_record(Importer *imp, const char *id, const char *line, size_t len, long lineno)
 {
 	Group	   *g = NULL;
-	char		where[64];
+	char		where[WHERE_LEN];
 	int			i;
 
 	for (i = 0; i < nstrays && g == NULL; i++)
@@ -1367,7 +1367,7 @@ static void
 bad_line(Importer *imp, Group **group, bool *bad, const char *id, const char *line,
 		 size_t len, long lineno)
 {
-	char		where[64];
+	char		where[WHERE_LEN];
 
 	if (*group == NULL)
 	{
@@ -1404,7 +1404,7 @@ import_convctx(Importer *imp, FILE *in)
 	bool		bad = false;
 	bool		trailer = false;
 	bool		unreadable = false;
-	char		where[64];
+	char		where[WHERE_LEN];
 
 	if (!imp->o->allow_truncated)
 		check_file_has_trailer(imp, in);

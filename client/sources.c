@@ -682,7 +682,7 @@ source_error(Importer *imp, long lineno, const char *key, const char *fmt,...)
 static void
 reject_source(Importer *imp, const char *id, long lineno, const char *line)
 {
-	char		where[64];
+	char		where[WHERE_LEN];
 	Group	   *g;
 
 	snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
@@ -771,7 +771,7 @@ import_messages(Importer *imp, FILE *in)
 		json_t	   *m;
 		size_t		i;
 		const char *id;
-		char		where[64];
+		char		where[WHERE_LEN];
 
 		v = next_json(imp, &r, &bad);
 		if (bad)
@@ -873,7 +873,7 @@ import_openai_items(Importer *imp, FILE *in)
 		json_t	   *item;
 		size_t		i;
 		const char *id;
-		char		where[64];
+		char		where[WHERE_LEN];
 
 		v = next_json(imp, &r, &bad);
 		if (bad)
