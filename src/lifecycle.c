@@ -88,6 +88,7 @@ static SPIPlanPtr erase_lock_one_plan = NULL;
 static SPIPlanPtr erase_sessions_plan = NULL;
 static SPIPlanPtr erase_links_plan = NULL;
 static SPIPlanPtr erase_turns_plan = NULL;
+static SPIPlanPtr erase_prompt_plan = NULL;
 static SPIPlanPtr erase_tombstones_plan = NULL;
 static SPIPlanPtr erase_contexts_plan = NULL;
 static SPIPlanPtr erase_audit_plan = NULL;
@@ -185,6 +186,9 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * was saved with the identity as user_id (the contexts are deleted below,
  * and a context row is locked only under its session's lock), in
  * session_id order, each with whether it is linked. Locks nothing.
+ * Whether a row is linked is an IN (subquery), looked up in a hash table:
+ * "= ANY (array)" outside an index condition compares with every element,
+ * which made an erasure quadratic in the identity's sessions.
  */
 #define ERASE_FIND_SQL \
 	"WITH l AS (SELECT session_id FROM convctx.session_link" \
@@ -192,7 +196,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"              AND identity_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]))," \
 	" c AS (SELECT conversation_id FROM convctx.conversation_context" \
 	"        WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND user_id OPERATOR(pg_catalog.=) $3)" \
-	"SELECT s.session_id, s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
+	"SELECT s.session_id, s.session_id IN (SELECT session_id FROM l)" \
 	"  FROM convctx.session s" \
 	" WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND (s.session_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT session_id FROM l))" \
@@ -212,15 +216,30 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 
 /*
  * The statements below act on $2, the sessions locked, and never look the
- * links up again; $3 is what the identity becomes. The sessions stay
+ * links up again; $3 is what the identity becomes. Each statement handles
+ * the whole set at once, one index probe per session. The sessions stay
  * linked (to the stand-in: not capped, not expired, and linking them to
- * any identity is refused), with a new redaction generation.
+ * any identity is refused), with a new redaction generation, no live turn
+ * left (ERASE_TURNS_SQL makes every one a tombstone) and no summary
+ * (ERASE_PROMPT_SQL).
  */
 #define ERASE_SESSIONS_SQL \
 	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3," \
-	"       title = NULL" \
+	"       title = NULL, live_turns = 0, live_answers = 0, summary_through_turn_no = NULL" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+
+/* Their prompt data, as PromptForget forgets a session's. */
+#define ERASE_PROMPT_SQL \
+	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)," \
+	" c AS (DELETE FROM convctx.clarification" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)" \
+	" DELETE FROM convctx.session_summary" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"    AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 
 #define ERASE_LINKS_SQL \
 	"UPDATE convctx.session_link SET identity_id = $3" \
@@ -237,9 +256,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"    AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
 	"    AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"    AND t.deleted_at IS NULL" \
-	"  RETURNING t.tenant_id, t.session_id, t.turn_no, NULL::pg_catalog.timestamptz AS deleted_at," \
-	"            t.replaced_by_turn_id, t.finalized_at)," \
-	" d AS (SELECT * FROM r)," SESSION_COUNTS_ADJUST_D \
+	"  RETURNING t.session_id, t.turn_no)" \
 	" SELECT pg_catalog.count(*) FROM (SELECT DISTINCT session_id, turn_no FROM r) x"
 
 /* Tombstones made before (by a redaction) name the identity too. */
@@ -252,14 +269,15 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 /*
  * The contexts of the sessions locked, and the contexts saved with the
  * identity as user_id that have no session row (stored before 0.4.0, when
- * a context did not create one); $3 is the identity. A context saved with
+ * a context did not create one); $3 is the identity (IN, not "= ANY", for
+ * the reason given at ERASE_FIND_SQL). A context saved with
  * the identity in a session that was not locked was saved after the
  * erasure's last pass, like a session linked after it.
  */
 #define ERASE_CONTEXTS_SQL \
 	"DELETE FROM convctx.conversation_context c" \
 	" WHERE c.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"   AND (c.conversation_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"   AND (c.conversation_id IN (SELECT pg_catalog.unnest($2::pg_catalog.text[]))" \
 	"        OR (c.user_id OPERATOR(pg_catalog.=) $3" \
 	"            AND NOT EXISTS (SELECT 1 FROM convctx.session s" \
 	"                 WHERE s.tenant_id OPERATOR(pg_catalog.=) c.tenant_id" \
@@ -882,9 +900,6 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 	Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTOID};
 	Datum		values[3] = {PointerGetDatum(tenant), sessions, PointerGetDatum(erased)};
 	int64		turns;
-	Datum	   *ids;
-	int			n;
-	int			i;
 
 	SpiRunPlan(SpiKeptPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
@@ -895,10 +910,8 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
-	deconstruct_array(DatumGetArrayTypeP(sessions), TEXTOID, -1, false, TYPALIGN_INT,
-					  &ids, NULL, &n);
-	for (i = 0; i < n; i++)
-		PromptForget(tenant, DatumGetTextPP(ids[i]), 0);
+	SpiRunPlan(SpiKeptPlan(&erase_prompt_plan, ERASE_PROMPT_SQL, 3, argtypes),
+			   values, NULL, false, 0, SPI_OK_DELETE);
 	return turns;
 }
 
