@@ -149,18 +149,23 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
  * expiry index holds activity_bin, a generated column (last_activity_at
  * rounded down to 10 minutes) that follows without being named here; it
  * changes at most once per bin, so almost every update stays HOT.
+ * It never moves backwards: a statement that waited for the row's lock
+ * took its timestamp before it waited, and may find a later one there,
+ * written by a statement of the transaction it waited for (and moving back
+ * would show the conversation twice to list_conversations' paging).
  */
 #define SESSION_ACTIVITY_SET \
-	" last_activity_at = pg_catalog.statement_timestamp()"
+	" last_activity_at = GREATEST(last_activity_at, pg_catalog.statement_timestamp())"
 
 /*
- * The same in the DO UPDATE of an INSERT ... ON CONFLICT that inserts the
- * session row: the time the inserted row got by default. Citus refuses a
- * function that is not immutable there (and a generic plan of one crashes
- * Citus 13.2), and so every timestamp of such a statement is taken once.
+ * The same in the DO UPDATE of an INSERT ... ON CONFLICT AS s that inserts
+ * the session row: the time the inserted row got by default. Citus refuses
+ * a function that is not immutable there (and a generic plan of one
+ * crashes Citus 13.2), and so every timestamp of such a statement is taken
+ * once.
  */
 #define SESSION_ACTIVITY_UPSERT \
-	" last_activity_at = EXCLUDED.last_activity_at"
+	" last_activity_at = GREATEST(s.last_activity_at, EXCLUDED.last_activity_at)"
 
 /*
  * SQL fragment: the matching adjustment of the messages that summaries
