@@ -304,3 +304,95 @@ COMMENT ON FUNCTION convctx.distribute() IS
     'on a Citus cluster: distributes convctx''s tables by session (audit log by tenant, bindings and follow-up phrases to every node) and lets Citus run each per-session call on the node that holds the session; run once after adding the workers, again after adding more; 55000 without Citus';
 
 REVOKE ALL ON FUNCTION convctx.distribute() FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Erasures made before 0.3.0, finished
+------------------------------------------------------------------------------
+
+-- erase_identity of 0.1.0 and 0.2.0 made the turns of the identity's
+-- sessions tombstones and deleted their contexts and prompt data, but kept
+-- the identity in clear in the sessions, their links and turns and the
+-- audit log (its own row included), and list_conversations listed them.
+-- Such an erasure is the one audit row of erase_identity that names no
+-- stand-in. Each is finished as erase_identity leaves an erasure now, for
+-- the sessions linked to the identity when it was erased (the latest
+-- such row): the stand-in in their rows, a new redaction generation, every
+-- turn added since a tombstone, no title, no summary, retrieval,
+-- clarification or context, and the stand-in in the audit rows logged up
+-- to it that name the identity. What the identity did after its erasure
+-- (sessions linked later) stays, as it would after an erasure now. The
+-- stand-in is computed with the convctx.identity_hash_key of the session
+-- that runs the update (postgresql.conf or ALTER SYSTEM); without one, it
+-- is "erased", as erase_identity would write.
+CREATE FUNCTION convctx.erased_identity_0_5(tenant text, identity_id text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'convctx_erased_identity_for_update'
+LANGUAGE C STRICT;
+
+DO $erasures$
+DECLARE
+    e record;
+BEGIN
+    FOR e IN
+        SELECT a.tenant_id, a.identity_id, pg_catalog.max(a.logged_at) AS erased_at,
+               convctx.erased_identity_0_5(a.tenant_id, a.identity_id) AS standin
+          FROM convctx.audit_log a
+         WHERE a.action OPERATOR(pg_catalog.=) 'erase_identity'
+           AND a.identity_id OPERATOR(pg_catalog.<>) 'erased'
+           AND a.identity_id NOT LIKE 'erased:%'
+         GROUP BY a.tenant_id, a.identity_id
+    LOOP
+        CREATE TEMP TABLE erased_session AS
+        SELECT l.session_id FROM convctx.session_link l
+         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+           AND l.identity_id OPERATOR(pg_catalog.=) e.identity_id
+           AND l.linked_at OPERATOR(pg_catalog.<=) e.erased_at;
+        UPDATE convctx.session s
+           SET redactions = s.redactions OPERATOR(pg_catalog.+) 1, identity_id = e.standin, title = NULL,
+               live_turns = 0, live_answers = 0, summary_through_turn_no = NULL
+          FROM erased_session x
+         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) x.session_id;
+        UPDATE convctx.turn t
+           SET question_neutral = NULL, answer_neutral = NULL, question_translated = NULL,
+               answer_translated = NULL, metadata = NULL,
+               deleted_at = COALESCE(t.deleted_at, pg_catalog.statement_timestamp()),
+               redaction = CASE WHEN t.deleted_at IS NULL THEN s.redactions ELSE t.redaction END,
+               identity_id = CASE WHEN t.identity_id IS NULL THEN NULL ELSE e.standin END
+          FROM convctx.session s, erased_session x
+         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) x.session_id
+           AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND t.session_id OPERATOR(pg_catalog.=) s.session_id;
+        UPDATE convctx.session_link l SET identity_id = e.standin
+          FROM erased_session x
+         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND l.session_id OPERATOR(pg_catalog.=) x.session_id;
+        DELETE FROM convctx.turn_retrieval r USING erased_session x
+         WHERE r.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND r.session_id OPERATOR(pg_catalog.=) x.session_id;
+        DELETE FROM convctx.clarification c USING erased_session x
+         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.session_id OPERATOR(pg_catalog.=) x.session_id;
+        DELETE FROM convctx.session_summary m USING erased_session x
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND m.session_id OPERATOR(pg_catalog.=) x.session_id;
+        DELETE FROM convctx.conversation_context c USING erased_session x
+         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.conversation_id OPERATOR(pg_catalog.=) x.session_id;
+        -- as ERASE_AUDIT_SQL (src/lifecycle.c), for the rows up to the erasure
+        UPDATE convctx.audit_log a
+           SET identity_id = CASE WHEN a.identity_id OPERATOR(pg_catalog.=) e.identity_id THEN e.standin
+                                  ELSE a.identity_id END,
+               details = CASE WHEN pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'
+                 THEN COALESCE((SELECT pg_catalog.jsonb_object_agg(d.key,
+                         CASE WHEN d.key OPERATOR(pg_catalog.=) ANY ('{linked_identity_id,requested_identity_id}')
+                               AND d.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb(e.identity_id)
+                              THEN pg_catalog.to_jsonb(e.standin) ELSE d.value END)
+                       FROM pg_catalog.jsonb_each(a.details) d), '{}')
+                 ELSE a.details END
+         WHERE a.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+           AND a.logged_at OPERATOR(pg_catalog.<=) e.erased_at
+           AND (a.identity_id OPERATOR(pg_catalog.=) e.identity_id
+                OR (pg_catalog.jsonb_typeof(a.details) OPERATOR(pg_catalog.=) 'object'
+                    AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(a.details) d
+                                 WHERE d.key OPERATOR(pg_catalog.=) ANY ('{linked_identity_id,requested_identity_id}')
+                                   AND d.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb(e.identity_id))));
+        DROP TABLE erased_session;
+    END LOOP;
+END
+$erasures$;
+
+DROP FUNCTION convctx.erased_identity_0_5(text, text);

@@ -70,6 +70,33 @@ VALUES ('acme', 's1', 2, '[{"id": "year", "question": "Which year?", "type": "te
 INSERT INTO convctx.audit_log (tenant_id, action, session_id, details)
 VALUES ('acme', 'redact_turn', 's1', '{"turns": 1}');
 INSERT INTO convctx.followup_phrase (tenant_id, kind, phrase) VALUES ('acme', 'clarification', 'dime más');
+-- and in tenant initech an erasure as 0.1.0's erase_identity left it: the
+-- turn of the session linked to user-2 a tombstone, its context and prompt
+-- data gone, the identity in clear in the session, its link, its turns and
+-- the audit log (the erasure's row, and a refused link before it); then
+-- what 0.1.0 still took in that session (a turn, a context and a summary),
+-- and a session linked to user-2 after the erasure (the user came back)
+INSERT INTO convctx.session (tenant_id, session_id, identity_id, last_turn_no, live_turns, live_answers)
+VALUES ('initech', 'e1', 'user-2', 2, 1, 0), ('initech', 'e2', 'user-2', 1, 1, 1);
+INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)
+VALUES ('initech', 'e1', 'user-2', now() - interval '2 hours'), ('initech', 'e2', 'user-2', now());
+INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, identity_id, finalized_at,
+                          question_neutral, answer_neutral, deleted_at)
+VALUES ('initech', 'e1', '00000000-0000-4000-8000-000000000007', 1, 'r1', 'user-2', now() - interval '2 hours',
+        NULL, NULL, now() - interval '1 hour'),
+       ('initech', 'e1', '00000000-0000-4000-8000-000000000008', 2, 'r2', 'user-2', NULL,
+        'asked after the erasure', NULL, NULL),
+       ('initech', 'e2', '00000000-0000-4000-8000-000000000009', 1, 'r1', 'user-2', now(),
+        'back again', 'welcome back', NULL);
+INSERT INTO convctx.conversation_context (tenant_id, conversation_id, context_json)
+VALUES ('initech', 'e1', '{"activeNodeIds": ["n9"]}'), ('initech', 'e2', '{"activeNodeIds": ["n8"]}');
+INSERT INTO convctx.session_summary (tenant_id, session_id, summary, through_turn_no, covered_messages)
+VALUES ('initech', 'e1', 'asked after the erasure', 2, 1);
+INSERT INTO convctx.audit_log (tenant_id, action, session_id, identity_id, details, logged_at)
+VALUES ('initech', 'link_refused', 'e1', 'user-3',
+        '{"linked_identity_id": "user-2", "requested_identity_id": "user-3"}', now() - interval '90 minutes'),
+       ('initech', 'erase_identity', NULL, 'user-2', '{"sessions": 1, "turns": 1, "contexts": 1}',
+        now() - interval '1 hour');
 RESET convctx.tenant;
 
 -- 0.2.0: the summary mark in the session row, and roles bound to tenants
@@ -86,14 +113,16 @@ VALUES ('upgrade_app_acme', 'acme', 'upgrade_app_acme'), ('upgrade_admin_acme', 
 -- every stored row, as one fingerprint per table over the columns the
 -- table has now (columns added by the update do not count); the built-in
 -- phrases the install script inserted are not data (0.4.0 moves them to a
--- view), and audit_id changes type in 0.4.0 (checked below)
+-- view), audit_id changes type in 0.4.0 (checked below), and the update
+-- finishes the erasure in tenant initech (checked below)
 CREATE FUNCTION pg_temp.fingerprint(t regclass, keys text[], OUT n bigint, OUT h text)
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('SELECT count(*), md5(string_agg(j::text, ''|'' ORDER BY j::text))
                     FROM (SELECT (SELECT jsonb_object_agg(k, v) FROM jsonb_each(to_jsonb(x)) e(k, v)
                                    WHERE k = ANY ($1)) AS j FROM %s x
-                           WHERE (to_jsonb(x)->>''builtin'') IS DISTINCT FROM ''true'') s', t)
+                           WHERE (to_jsonb(x)->>''builtin'') IS DISTINCT FROM ''true''
+                             AND (to_jsonb(x)->>''tenant_id'') IS DISTINCT FROM ''initech'') s', t)
        INTO n, h USING keys;
 END $$;
 CREATE TEMP TABLE before_update AS
@@ -105,13 +134,16 @@ CROSS JOIN LATERAL (SELECT array_agg(attname::text) AS keys FROM pg_attribute
 CROSS JOIN LATERAL pg_temp.fingerprint(c.oid, k.keys) f
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r' AND c.relname <> 'role_tenant';
 
-SELECT audit_id AS audit_id_before FROM convctx.audit_log;
+SELECT audit_id AS audit_id_before FROM convctx.audit_log WHERE tenant_id = 'acme';
 
+-- the stand-in of an erased identity is keyed when the updating session
+-- has a key, as erase_identity's
+SET convctx.identity_hash_key = 'upgrade key';
 ALTER EXTENSION convctx UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'convctx';
 -- the audit row keeps its number, now as a UUID no random one can equal;
 -- the built-in phrases left the table for a view, the tenant's stayed
-SELECT audit_id AS audit_id_after FROM convctx.audit_log;
+SELECT audit_id AS audit_id_after FROM convctx.audit_log WHERE tenant_id = 'acme';
 SELECT tenant_id, kind, phrase FROM convctx.followup_phrase ORDER BY 1, 2, 3;
 SELECT count(*) AS builtin_phrases FROM convctx.builtin_followup_phrase;
 
@@ -119,6 +151,54 @@ SELECT count(*) AS builtin_phrases FROM convctx.builtin_followup_phrase;
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows
 FROM before_update b CROSS JOIN LATERAL pg_temp.fingerprint(('convctx.' || b.t)::regclass, b.keys) a
 ORDER BY b.t;
+
+-- the erasure made under 0.1.0 is finished as erase_identity leaves one:
+-- user-2 stays in clear only in what it did after it (session e2); the
+-- erased session, its link, its turns and the audit rows up to the erasure
+-- name the stand-in; every turn of the session is a tombstone of a new
+-- redaction generation; its context, summary and counts are gone
+CREATE FUNCTION pg_temp.rows_holding(needle text) RETURNS TABLE (tbl text, id text) LANGUAGE plpgsql AS $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT c.oid::regclass FROM pg_class c
+              WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r' ORDER BY c.relname
+    LOOP
+        RETURN QUERY EXECUTE format('SELECT %L, coalesce(to_jsonb(x)->>''session_id'', to_jsonb(x)->>''conversation_id'')
+                                     FROM %s x WHERE strpos(to_jsonb(x)::text, $1) > 0 ORDER BY 2', t, t)
+            USING needle;
+    END LOOP;
+END $$;
+SELECT * FROM pg_temp.rows_holding('user-2');
+SELECT s.session_id, s.identity_id LIKE 'erased:%' AS stand_in, l.identity_id = s.identity_id AS link_too,
+       s.redactions, s.live_turns, s.live_answers, s.summary_through_turn_no
+FROM convctx.session s JOIN convctx.session_link l USING (tenant_id, session_id)
+WHERE s.tenant_id = 'initech' ORDER BY 1;
+SELECT session_id, turn_no, deleted_at IS NOT NULL AS tombstone, question_neutral, redaction,
+       identity_id LIKE 'erased:%' AS stand_in
+FROM convctx.turn WHERE tenant_id = 'initech' ORDER BY 1, 2;
+SELECT 'context' AS what, conversation_id FROM convctx.conversation_context WHERE tenant_id = 'initech'
+UNION ALL SELECT 'summary', session_id FROM convctx.session_summary WHERE tenant_id = 'initech' ORDER BY 1, 2;
+SELECT action, identity_id LIKE 'erased:%' AS stand_in, details->>'linked_identity_id' LIKE 'erased:%' AS linked_stand_in,
+       details->>'requested_identity_id' AS requested, details->'sessions' AS sessions
+FROM convctx.audit_log WHERE tenant_id = 'initech' ORDER BY logged_at;
+SET convctx.tenant = 'initech';
+SELECT session_id FROM convctx.list_conversations('user-2');
+-- erase_identity finds the erased session under the same stand-in and
+-- erases the one linked since; one stand-in in all of them
+SELECT convctx.erase_identity('user-2') AS tombstones_made;
+SELECT * FROM pg_temp.rows_holding('user-2');
+SELECT count(DISTINCT identity_id) AS stand_ins, min(details->>'sessions') AS sessions_found
+FROM (SELECT identity_id, NULL::jsonb AS details FROM convctx.session WHERE tenant_id = 'initech'
+      UNION ALL SELECT identity_id, details FROM convctx.audit_log
+       WHERE tenant_id = 'initech' AND action = 'erase_identity' AND details ? 'audit_rows') x;
+RESET convctx.tenant;
+-- the update's function is gone, and its C function answers no one else
+SELECT count(*) AS left_behind FROM pg_proc WHERE proname = 'erased_identity_0_5';
+CREATE FUNCTION pg_temp.stand_in(text, text) RETURNS text
+AS '$libdir/convctx', 'convctx_erased_identity_for_update' LANGUAGE C STRICT;
+SELECT pg_temp.stand_in('initech', 'user-2');
+RESET convctx.identity_hash_key;
 
 -- the API works on the upgraded data: a retry finds its turn, reads see
 -- the correction and not the tombstone, the tenants stay apart

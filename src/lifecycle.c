@@ -51,6 +51,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "datatype/timestamp.h"
 #include "executor/spi.h"
@@ -522,6 +523,25 @@ LegacyErasedIdentity(text *identity_id)
 									KeyedHashHex(convctx_identity_hash_key,
 												 VARDATA_ANY(identity_id),
 												 VARSIZE_ANY_EXHDR(identity_id))));
+}
+
+PG_FUNCTION_INFO_V1(convctx_erased_identity_for_update);
+
+/*
+ * erased_identity_0_5(tenant, identity_id) -> text: ErasedIdentity, for
+ * the update to 0.5.0 alone, which creates the function, finishes with it
+ * the erasures made before 0.3.0 and drops it again. Callable only from an
+ * extension script: whoever could call it could confirm a guess of an
+ * erased identity by comparing stand-ins.
+ */
+Datum
+convctx_erased_identity_for_update(PG_FUNCTION_ARGS)
+{
+	if (!creating_extension)
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("only ALTER EXTENSION convctx UPDATE may compute an erased identity's stand-in"));
+	PG_RETURN_TEXT_P(ErasedIdentity(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1)));
 }
 
 /* Is identity the stand-in erase_identity leaves ("erased", "erased:<hex>")? */
