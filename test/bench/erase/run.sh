@@ -62,7 +62,7 @@ awk -v first="${SIZES[0]}" -v last="${SIZES[$((n - 1))]}" -v target="$TARGET_MS"
         }
         ratio = med[last] / med[first]; linear = last / first
         printf "\ntime(%d) / time(%d) = %.1fx, linear %.0fx: %s\n", last, first, ratio, linear,
-               ratio <= 1.5 * linear ? "PASS" : "MISS"
+               ratio <= 1.25 * linear ? "PASS" : "MISS"
         printf "%d sessions in at most %d ms: %.0f ms, %s\n", last, target, med[last],
                med[last] <= target ? "PASS" : "MISS"
     }' <(sort -n -k1,1 "$OUT/raw")
