@@ -1200,6 +1200,22 @@ UpdateTurn(ImportOptions *opts, SessionGroup *g, TurnRow *f)
 			   false, 0, SPI_OK_UPDATE);
 }
 
+/* Insert the retrieval or clarification d of the session key[0..1]. */
+static void
+InsertTurnData(Datum *key, TurnDataRow *d)
+{
+	Oid			types[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
+	Datum		values[6] = {key[0], key[1], Int64GetDatum(d->turn_no),
+		PointerGetDatum(d->first), PointerGetDatum(d->second), TimestampTzGetDatum(d->recorded_at)};
+
+	if (d->type == REC_RETRIEVAL)
+		SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, types),
+				   values, NULL, false, 0, SPI_OK_INSERT);
+	else
+		SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, types),
+				   values, NULL, false, 0, SPI_OK_INSERT);
+}
+
 /*
  * A group whose session exists: add what the file has and this database
  * lacks (turns after its newest, versions, answers, retrievals,
@@ -1282,9 +1298,6 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 		TurnDataRow *d = &g->data[i];
 		TurnRow    *t = CurrentTurn(g, d->turn_no);
 		int			why = action[t - g->turns];
-		Oid			data_types[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
-		Datum		data_values[6] = {key[0], key[1], Int64GetDatum(d->turn_no),
-			PointerGetDatum(d->first), PointerGetDatum(d->second), TimestampTzGetDatum(d->recorded_at)};
 		bool		retrieval = (d->type == REC_RETRIEVAL);
 
 		rec->recno = d->recno;
@@ -1319,12 +1332,7 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 			CountSkipped(counts, d->type, (SkipReason) why);
 			continue;
 		}
-		if (retrieval)
-			SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, data_types),
-					   data_values, NULL, false, 0, SPI_OK_INSERT);
-		else
-			SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, data_types),
-					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		InsertTurnData(key, d);
 		counts->imported[d->type]++;
 		wrote = true;
 	}
@@ -1568,18 +1576,10 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 	for (i = 0; i < g->ndata; i++)
 	{
 		TurnDataRow *d = &g->data[i];
-		Oid			data_types[6] = {TEXTOID, TEXTOID, INT8OID, JSONBOID, JSONBOID, TIMESTAMPTZOID};
-		Datum		data_values[6] = {values[0], values[1], Int64GetDatum(d->turn_no),
-			PointerGetDatum(d->first), PointerGetDatum(d->second), TimestampTzGetDatum(d->recorded_at)};
 
 		rec->recno = d->recno;
 		rec->type = d->type;
-		if (d->type == REC_RETRIEVAL)
-			SpiRunPlan(SpiKeptPlan(&retrieval_insert_plan, RETRIEVAL_INSERT_SQL, 6, data_types),
-					   data_values, NULL, false, 0, SPI_OK_INSERT);
-		else
-			SpiRunPlan(SpiKeptPlan(&clarification_insert_plan, CLARIFICATION_INSERT_SQL, 6, data_types),
-					   data_values, NULL, false, 0, SPI_OK_INSERT);
+		InsertTurnData(values, d);
 		counts->imported[d->type]++;
 	}
 	if (g->summary_recno)
