@@ -29,10 +29,10 @@
 #define EXIT_REJECTED		3	/* import done, but conversations were rejected */
 #define EXIT_INTERRUPTED	4	/* the server stopped the work: a cancel, a timeout, ... */
 
-/* The format of the files the tool writes and reads. */
 /* "FILE:LINE" of a record: a path and a number */
 #define WHERE_LEN			(4096 + 32)
 
+/* The format of the files the tool writes and reads. */
 #define JSONL_FORMAT		"convctx.jsonl"
 #define JSONL_FORMAT_VERSION 1
 

@@ -332,6 +332,7 @@ LANGUAGE C STRICT;
 DO $erasures$
 DECLARE
     e record;
+    erased text[];
 BEGIN
     FOR e IN
         SELECT a.tenant_id, a.identity_id, pg_catalog.max(a.logged_at) AS erased_at,
@@ -342,36 +343,33 @@ BEGIN
            AND a.identity_id NOT LIKE 'erased:%'
          GROUP BY a.tenant_id, a.identity_id
     LOOP
-        CREATE TEMP TABLE erased_session AS
-        SELECT l.session_id FROM convctx.session_link l
-         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-           AND l.identity_id OPERATOR(pg_catalog.=) e.identity_id
-           AND l.linked_at OPERATOR(pg_catalog.<=) e.erased_at;
+        erased := ARRAY(SELECT l.session_id FROM convctx.session_link l
+                         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                           AND l.identity_id OPERATOR(pg_catalog.=) e.identity_id
+                           AND l.linked_at OPERATOR(pg_catalog.<=) e.erased_at);
         UPDATE convctx.session s
            SET redactions = s.redactions OPERATOR(pg_catalog.+) 1, identity_id = e.standin, title = NULL,
                live_turns = 0, live_answers = 0, summary_through_turn_no = NULL
-          FROM erased_session x
-         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) x.session_id;
+         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) ANY (erased);
         UPDATE convctx.turn t
            SET question_neutral = NULL, answer_neutral = NULL, question_translated = NULL,
                answer_translated = NULL, metadata = NULL,
                deleted_at = COALESCE(t.deleted_at, pg_catalog.statement_timestamp()),
                redaction = CASE WHEN t.deleted_at IS NULL THEN s.redactions ELSE t.redaction END,
                identity_id = CASE WHEN t.identity_id IS NULL THEN NULL ELSE e.standin END
-          FROM convctx.session s, erased_session x
-         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) x.session_id
+          FROM convctx.session s
+         WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) ANY (erased)
            AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND t.session_id OPERATOR(pg_catalog.=) s.session_id;
         UPDATE convctx.session_link l SET identity_id = e.standin
-          FROM erased_session x
-         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND l.session_id OPERATOR(pg_catalog.=) x.session_id;
-        DELETE FROM convctx.turn_retrieval r USING erased_session x
-         WHERE r.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND r.session_id OPERATOR(pg_catalog.=) x.session_id;
-        DELETE FROM convctx.clarification c USING erased_session x
-         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.session_id OPERATOR(pg_catalog.=) x.session_id;
-        DELETE FROM convctx.session_summary m USING erased_session x
-         WHERE m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND m.session_id OPERATOR(pg_catalog.=) x.session_id;
-        DELETE FROM convctx.conversation_context c USING erased_session x
-         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.conversation_id OPERATOR(pg_catalog.=) x.session_id;
+         WHERE l.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND l.session_id OPERATOR(pg_catalog.=) ANY (erased);
+        DELETE FROM convctx.turn_retrieval r
+         WHERE r.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND r.session_id OPERATOR(pg_catalog.=) ANY (erased);
+        DELETE FROM convctx.clarification c
+         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.session_id OPERATOR(pg_catalog.=) ANY (erased);
+        DELETE FROM convctx.session_summary m
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND m.session_id OPERATOR(pg_catalog.=) ANY (erased);
+        DELETE FROM convctx.conversation_context c
+         WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.conversation_id OPERATOR(pg_catalog.=) ANY (erased);
         -- as ERASE_AUDIT_SQL (src/lifecycle.c), for the rows up to the erasure
         UPDATE convctx.audit_log a
            SET identity_id = CASE WHEN a.identity_id OPERATOR(pg_catalog.=) e.identity_id THEN e.standin
@@ -390,7 +388,6 @@ BEGIN
                     AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(a.details) d
                                  WHERE d.key OPERATOR(pg_catalog.=) ANY ('{linked_identity_id,requested_identity_id}')
                                    AND d.value OPERATOR(pg_catalog.=) pg_catalog.to_jsonb(e.identity_id))));
-        DROP TABLE erased_session;
     END LOOP;
 END
 $erasures$;

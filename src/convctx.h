@@ -216,6 +216,7 @@ extern void CheckQuestions(JsonbContainer *arr, const char *what);
 
 /* Prompt data that redaction forgets (prompt_state.c) */
 extern void PromptForget(text *tenant, text *session_id, int64 turn_no);
+extern void PromptForgetSessions(text *tenant, Datum sessions);
 
 /* The audit log (audit.c) */
 extern void AuditWrite(text *tenant, const char *action, text *session_id,

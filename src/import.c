@@ -293,7 +293,8 @@ static SPIPlanPtr summary_covered_plan = NULL;
 	"       finalized_at, deleted_at, translate_chat, question_neutral, answer_neutral," \
 	"       question_translated, answer_translated, answer_translated_is_fallback, metadata," \
 	"       pipeline_name, consultant, repository" \
-	"  FROM convctx.turn WHERE " SESSION_KEY
+	"  FROM convctx.turn WHERE " SESSION_KEY \
+	" ORDER BY turn_no, record_version"
 
 /* A stored turn that the file has finalized or corrected since: $3 its id. */
 #define TURN_UPDATE_SQL \
@@ -579,7 +580,13 @@ CheckNoTimeWord(ImportRecord *rec, const char *key, const char *str)
 	int			ftype[MAXDATEFIELDS];
 	int			nf;
 	int			i;
+	const char *p;
 
+	/* RFC 3339, as convctx export writes times, has no word: no need to look */
+	for (p = str; *p && (!isalpha((unsigned char) *p) || strchr("TtZz", *p)); p++)
+		;
+	if (*p == '\0')
+		return;
 	if (strlen(str) > MAXDATELEN ||
 		ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf) != 0)
 		return;					/* timestamptz input says what is wrong */
@@ -776,6 +783,16 @@ TurnRowById(const void *a, const void *b)
 	const TurnRow *y = *(const TurnRow *const *) b;
 
 	return memcmp(x->turn_id->data, y->turn_id->data, UUID_LEN);
+}
+
+/* Turn rows (not pointers) in turn_no order. */
+static int
+TurnRowByNumber(const void *a, const void *b)
+{
+	const TurnRow *x = (const TurnRow *) a;
+	const TurnRow *y = (const TurnRow *) b;
+
+	return x->turn_no < y->turn_no ? -1 : x->turn_no > y->turn_no;
 }
 
 /* The current version of the group's turn turn_no, or NULL. */
@@ -1017,7 +1034,7 @@ JsonbEqual(Jsonb *a, Jsonb *b)
 	return DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(a), JsonbPGetDatum(b)));
 }
 
-/* The stored turns of an existing session, as TurnRows (recno 0). */
+/* The stored turns of an existing session, as TurnRows (recno 0), in turn_no order. */
 static TurnRow *
 StoredTurns(ImportOptions *opts, SessionGroup *g, int *n)
 {
@@ -1094,16 +1111,38 @@ ReportTurnConflict(ImportRecord *rec, SessionGroup *g, TurnRow *f, bool redacted
 			errhint("The conversation went on differently here and where the file was exported: import it under another session id, or delete it here first."));
 }
 
+/* The first of turns rows[0..n), in turn_no order, numbered turn_no or after. */
+static int
+FirstTurnFrom(TurnRow *rows, int n, int64 turn_no)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (rows[mid].turn_no < turn_no)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /*
  * What a merge does with the file's turn f, given the stored turns of its
- * session: insert it (a turn or version this database lacks), update the
- * stored row (finalized or corrected in the file since), or skip it (a
+ * session (db[0..ndb) in turn_no order, by_id the same in turn_id order):
+ * insert it (a turn or version this database lacks), update the stored
+ * row (finalized or corrected in the file since), or skip it (a
  * SkipReason). A turn that differs otherwise is a conflict.
  */
 static int
-MergeTurnAction(ImportRecord *rec, SessionGroup *g, TurnRow *f, TurnRow *db, int ndb)
+MergeTurnAction(ImportRecord *rec, SessionGroup *g, TurnRow *f, TurnRow *db, int ndb,
+				TurnRow **by_id)
 {
-	TurnRow    *d = NULL;
+	TurnRow   **found = bsearch(&f, by_id, ndb, sizeof(TurnRow *), TurnRowById);
+	TurnRow    *d = found ? *found : NULL;
 	TurnRow    *same_no = NULL;
 	int32		maxv = 0,
 				minv = PG_INT32_MAX;
@@ -1112,13 +1151,8 @@ MergeTurnAction(ImportRecord *rec, SessionGroup *g, TurnRow *f, TurnRow *db, int
 	bool		here_ahead;
 	int			i;
 
-	for (i = 0; i < ndb && d == NULL; i++)
-		if (UuidEqual(db[i].turn_id, f->turn_id))
-			d = &db[i];
-	for (i = 0; i < ndb; i++)
+	for (i = FirstTurnFrom(db, ndb, f->turn_no); i < ndb && db[i].turn_no == f->turn_no; i++)
 	{
-		if (db[i].turn_no != f->turn_no)
-			continue;
 		/* a turn redacted here stays redacted: all its versions are */
 		if (db[i].tombstone)
 			return f->tombstone && d != NULL ? SKIP_THERE : SKIP_REDACTED;
@@ -1232,6 +1266,8 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 {
 	int			ndb;
 	TurnRow    *db = StoredTurns(opts, g, &ndb);
+	TurnRow   **by_id = palloc(sizeof(TurnRow *) * Max(ndb, 1));
+	TurnRow    *in_file = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
 	int		   *action = palloc(sizeof(int) * Max(g->nturns, 1));
 	TurnRow    *ins = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
 	int			nins = 0;
@@ -1241,23 +1277,27 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	int			i,
 				j;
 
+	for (j = 0; j < ndb; j++)
+		by_id[j] = &db[j];
+	qsort(by_id, ndb, sizeof(TurnRow *), TurnRowById);
 	for (i = 0; i < g->nturns; i++)
 	{
-		action[i] = MergeTurnAction(rec, g, &g->turns[i], db, ndb);
+		action[i] = MergeTurnAction(rec, g, &g->turns[i], db, ndb, by_id);
 		wrote |= action[i] < 0;
 		min_turn_no = Min(min_turn_no, g->turns[i].turn_no);
 	}
 
 	/* a turn here between turns of the file that the file lacks: diverged */
+	memcpy(in_file, g->turns, sizeof(TurnRow) * g->nturns);
+	qsort(in_file, g->nturns, sizeof(TurnRow), TurnRowByNumber);
 	for (j = 0; wrote && j < ndb; j++)
 	{
-		bool		in_file = false;
+		int			k;
 
 		if (db[j].turn_no <= min_turn_no || db[j].turn_no >= max_turn_no)
 			continue;
-		for (i = 0; i < g->nturns && !in_file; i++)
-			in_file = g->turns[i].turn_no == db[j].turn_no;
-		if (!in_file)
+		k = FirstTurnFrom(in_file, g->nturns, db[j].turn_no);
+		if (k == g->nturns || in_file[k].turn_no != db[j].turn_no)
 		{
 			rec->recno = g->recno;
 			rec->type = REC_SESSION;
@@ -1397,8 +1437,7 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 		SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 5, merge_types),
 				   merge_values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
 		if (g->stored_identity == NULL && !opts->allow_anonymous &&
-			DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool) {0}))
-			> convctx_max_session_turns)
+			SpiFirstInt8() > convctx_max_session_turns)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("anonymous session \"%s\" would have more turns than convctx.max_session_turns",
@@ -1426,9 +1465,8 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 				max_turn_no = 0,
 				max_redaction = 0,
 				covered = 0;
-	int			i;
-
 	TimestampTz newest_turn = DT_NOBEGIN;
+	int			i;
 
 	if (!g->open)
 		return;

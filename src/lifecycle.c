@@ -89,7 +89,6 @@ static SPIPlanPtr erase_lock_one_plan = NULL;
 static SPIPlanPtr erase_sessions_plan = NULL;
 static SPIPlanPtr erase_links_plan = NULL;
 static SPIPlanPtr erase_turns_plan = NULL;
-static SPIPlanPtr erase_prompt_plan = NULL;
 static SPIPlanPtr erase_tombstones_plan = NULL;
 static SPIPlanPtr erase_contexts_plan = NULL;
 static SPIPlanPtr erase_audit_plan = NULL;
@@ -222,25 +221,13 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  * linked (to the stand-in: not capped, not expired, and linking them to
  * any identity is refused), with a new redaction generation, no live turn
  * left (ERASE_TURNS_SQL makes every one a tombstone) and no summary
- * (ERASE_PROMPT_SQL).
+ * (PromptForgetSessions).
  */
 #define ERASE_SESSIONS_SQL \
 	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3," \
 	"       title = NULL, live_turns = 0, live_answers = 0, summary_through_turn_no = NULL" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
-
-/* Their prompt data, as PromptForget forgets a session's. */
-#define ERASE_PROMPT_SQL \
-	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
-	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)," \
-	" c AS (DELETE FROM convctx.clarification" \
-	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
-	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)" \
-	" DELETE FROM convctx.session_summary" \
-	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
-	"    AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 
 #define ERASE_LINKS_SQL \
 	"UPDATE convctx.session_link SET identity_id = $3" \
@@ -930,8 +917,7 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
-	SpiRunPlan(SpiKeptPlan(&erase_prompt_plan, ERASE_PROMPT_SQL, 3, argtypes),
-			   values, NULL, false, 0, SPI_OK_DELETE);
+	PromptForgetSessions(tenant, sessions);
 	return turns;
 }
 

@@ -56,6 +56,7 @@ static SPIPlanPtr summary_stale_plan = NULL;
 static SPIPlanPtr to_summarize_plan = NULL;
 static SPIPlanPtr forget_turn_plan = NULL;
 static SPIPlanPtr forget_session_plan = NULL;
+static SPIPlanPtr forget_sessions_plan = NULL;
 
 #define LIVE_TURN \
 	" " SESSION_KEY \
@@ -180,6 +181,18 @@ static SPIPlanPtr forget_session_plan = NULL;
 	" DELETE FROM convctx.session_summary" \
 	"  WHERE " SESSION_KEY
 
+/* The same for the sessions $2 (a text[]) at once, whose summary marks the caller clears. */
+#define FORGET_SESSIONS_SQL \
+	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)," \
+	" c AS (DELETE FROM convctx.clarification" \
+	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[]) RETURNING 1)" \
+	" DELETE FROM convctx.session_summary" \
+	"  WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
+	"    AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+
 /*
  * Forget the prompt data of a redacted turn (turn_no >= 1) or of a whole
  * session (turn_no 0): its retrieved chunks, citations and clarification,
@@ -201,6 +214,21 @@ PromptForget(text *tenant, text *session_id, int64 turn_no)
 	if (SPI_processed > 0)
 		SpiRunPlan(SpiKeptPlan(&clear_summary_mark_plan, CLEAR_SUMMARY_MARK_SQL, 2, argtypes),
 				   values, NULL, false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Forget the prompt data of the sessions sessions (a text[] datum) in one
+ * statement, as an erasure of thousands of them needs; the caller clears
+ * their sessions' summary_through_turn_no. SPI must be connected.
+ */
+void
+PromptForgetSessions(text *tenant, Datum sessions)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		values[2] = {PointerGetDatum(tenant), sessions};
+
+	SpiRunPlan(SpiKeptPlan(&forget_sessions_plan, FORGET_SESSIONS_SQL, 2, argtypes),
+			   values, NULL, false, 0, SPI_OK_DELETE);
 }
 
 /* The parse state keeps pointers, so the text must outlive this call. */
