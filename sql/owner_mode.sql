@@ -182,6 +182,9 @@ SELECT convctx.finalize_turn('a2', :'t2', 'no');
 SELECT count(*) AS turns FROM convctx.recent_turns('a2');
 SELECT count(*) AS lines FROM (SELECT convctx.export_records()) e;
 SELECT count(*) AS lines FROM (SELECT convctx.export_messages()) e;
+-- an import of what is there already: the merge reads and compares, as the owner
+SELECT sum(imported) AS imported, sum(skipped) AS skipped
+FROM convctx.import_records(ARRAY(SELECT line FROM convctx.export_records('a2')));
 SELECT count(*) AS conversations FROM convctx.list_conversations('u1');
 SELECT count(*) AS turns FROM convctx.conversation_turns('a2');
 SELECT convctx.recent_turns_json('a2') IS NOT NULL AS json;
