@@ -393,3 +393,19 @@ END
 $erasures$;
 
 DROP FUNCTION convctx.erased_identity_0_5(text, text);
+
+------------------------------------------------------------------------------
+-- Last activity never before a turn
+------------------------------------------------------------------------------
+
+-- Since 0.5.0 last_activity_at never moves backwards. Before, a start_turn
+-- that had waited for another's lock could set it back below that one's
+-- turn, and import_records refuses a session whose last activity is before
+-- one of its turns: such sessions take their newest turn's time, so that
+-- every export of this database can be imported.
+UPDATE convctx.session s SET last_activity_at = t.newest
+  FROM (SELECT tenant_id, session_id, pg_catalog.max(created_at) AS newest
+          FROM convctx.turn GROUP BY tenant_id, session_id) t
+ WHERE s.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
+   AND s.session_id OPERATOR(pg_catalog.=) t.session_id
+   AND s.last_activity_at OPERATOR(pg_catalog.<) t.newest;

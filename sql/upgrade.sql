@@ -113,8 +113,9 @@ VALUES ('upgrade_app_acme', 'acme', 'upgrade_app_acme'), ('upgrade_admin_acme', 
 -- every stored row, as one fingerprint per table over the columns the
 -- table has now (columns added by the update do not count); the built-in
 -- phrases the install script inserted are not data (0.4.0 moves them to a
--- view), audit_id changes type in 0.4.0 (checked below), and the update
--- finishes the erasure in tenant initech (checked below)
+-- view), audit_id changes type in 0.4.0 (checked below), the update
+-- finishes the erasure in tenant initech and moves a last activity before
+-- a turn up to that turn (both checked below)
 CREATE FUNCTION pg_temp.fingerprint(t regclass, keys text[], OUT n bigint, OUT h text)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -130,7 +131,7 @@ SELECT c.relname AS t, f.n, f.h, k.keys
 FROM pg_class c
 CROSS JOIN LATERAL (SELECT array_agg(attname::text) AS keys FROM pg_attribute
                     WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped
-                      AND attname NOT IN ('builtin', 'audit_id')) k
+                      AND attname NOT IN ('builtin', 'audit_id', 'last_activity_at', 'activity_bin')) k
 CROSS JOIN LATERAL pg_temp.fingerprint(c.oid, k.keys) f
 WHERE c.relnamespace = 'convctx'::regnamespace AND c.relkind = 'r' AND c.relname <> 'role_tenant';
 
@@ -147,6 +148,13 @@ SELECT audit_id AS audit_id_after FROM convctx.audit_log WHERE tenant_id = 'acme
 SELECT tenant_id, kind, phrase FROM convctx.followup_phrase ORDER BY 1, 2, 3;
 SELECT count(*) AS builtin_phrases FROM convctx.builtin_followup_phrase;
 
+-- no session's last activity is before one of its turns, as import_records
+-- requires (0.1.0 to 0.4.0 could set it back; the rows of tenant initech
+-- above were written a statement apart)
+SELECT count(*) AS active_before_their_turns
+FROM convctx.session s
+WHERE s.last_activity_at < (SELECT max(t.created_at) FROM convctx.turn t
+                            WHERE t.tenant_id = s.tenant_id AND t.session_id = s.session_id);
 -- the data came through unchanged
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows
 FROM before_update b CROSS JOIN LATERAL pg_temp.fingerprint(('convctx.' || b.t)::regclass, b.keys) a
