@@ -25,6 +25,62 @@ REVOKE ALL ON FUNCTION convctx.use_tenant(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION convctx.use_tenant(text) TO convctx_app;
 
 ------------------------------------------------------------------------------
+-- A chat request in two calls: begin_turn, then finalize_turn, each of
+-- which may name the tenant of the call (no use_tenant under pooling).
+DROP FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb);
+
+CREATE FUNCTION convctx.finalize_turn(
+    session_id text,
+    turn_id uuid,
+    answer_neutral text,
+    answer_translated text DEFAULT NULL,
+    answer_translated_is_fallback boolean DEFAULT NULL,
+    meta jsonb DEFAULT NULL,
+    tenant text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'convctx_finalize_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb, text) IS
+    'store the answer of a started turn; repeating it with the same answer changes nothing, a different answer is refused (use replace_turn); tenant, when given, is the tenant of this call only, as convctx.tenant set for the call';
+
+CREATE FUNCTION convctx.begin_turn(
+    session_id text,
+    request_id text,
+    question_neutral text,
+    turn_limit integer DEFAULT 10,
+    identity_id text DEFAULT NULL,
+    tenant text DEFAULT NULL,
+    meta jsonb DEFAULT NULL,
+    question_translated text DEFAULT NULL,
+    translate_chat boolean DEFAULT false,
+    pipeline_name text DEFAULT NULL,
+    consultant text DEFAULT NULL,
+    repository text DEFAULT NULL,
+    OUT turn_id uuid,
+    OUT repeated boolean,
+    OUT answer_neutral text,
+    OUT answer_translated text,
+    OUT history jsonb,
+    OUT context jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'convctx_begin_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.begin_turn(text, text, text, integer, text, text, jsonb, text, boolean, text, text, text) IS
+    'begin a chat request in one call: start its turn as start_turn does (idempotent on (session_id, request_id)) and return turn_id, repeated (the request had its turn already), the stored answer of a repeated request once finalized, history (the last turn_limit finalized, non-redacted pairs before this turn, oldest first, as recent_turns_json) and context (context_load); tenant, when given, is the tenant of this call only, as convctx.tenant set for the call';
+
+REVOKE ALL ON FUNCTION
+    convctx.finalize_turn(text, uuid, text, text, boolean, jsonb, text),
+    convctx.begin_turn(text, text, text, integer, text, text, jsonb, text, boolean, text, text, text)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    convctx.finalize_turn(text, uuid, text, text, boolean, jsonb, text),
+    convctx.begin_turn(text, text, text, integer, text, text, jsonb, text, boolean, text, text, text)
+    TO convctx_app;
+
 -- Export: the records of the convctx.jsonl format, built on the server
 ------------------------------------------------------------------------------
 
@@ -286,7 +342,7 @@ BEGIN
                     ELSE 'session_id' END AS arg
           FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'convctx'::pg_catalog.regnamespace
-           AND p.proname IN ('start_turn', 'finalize_turn', 'recent_turns', 'recent_turns_json',
+           AND p.proname IN ('start_turn', 'begin_turn', 'finalize_turn', 'recent_turns', 'recent_turns_json',
                              'link_session', 'replace_turn', 'conversation_state', 'set_summary',
                              'turns_to_summarize', 'record_retrieval', 'context_history',
                              'record_clarification', 'clarification_context', 'redact_turn',

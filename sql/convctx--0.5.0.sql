@@ -644,14 +644,15 @@ CREATE FUNCTION convctx.finalize_turn(
     answer_neutral text,
     answer_translated text DEFAULT NULL,
     answer_translated_is_fallback boolean DEFAULT NULL,
-    meta jsonb DEFAULT NULL)
+    meta jsonb DEFAULT NULL,
+    tenant text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'convctx_finalize_turn'
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb) IS
-    'store the answer of a started turn; repeating it with the same answer changes nothing, a different answer is refused (use replace_turn)';
+COMMENT ON FUNCTION convctx.finalize_turn(text, uuid, text, text, boolean, jsonb, text) IS
+    'store the answer of a started turn; repeating it with the same answer changes nothing, a different answer is refused (use replace_turn); tenant, when given, is the tenant of this call only, as convctx.tenant set for the call';
 
 CREATE FUNCTION convctx.recent_turns(session_id text, turn_limit integer DEFAULT 10)
 RETURNS TABLE (turn_id uuid, request_id text, created_at timestamptz, finalized_at timestamptz,
@@ -672,6 +673,33 @@ SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION convctx.recent_turns_json(text, integer) IS
     'recent_turns as a JSON array of {"question_neutral", "answer_neutral"} objects, oldest first, for prompt history';
+
+CREATE FUNCTION convctx.begin_turn(
+    session_id text,
+    request_id text,
+    question_neutral text,
+    turn_limit integer DEFAULT 10,
+    identity_id text DEFAULT NULL,
+    tenant text DEFAULT NULL,
+    meta jsonb DEFAULT NULL,
+    question_translated text DEFAULT NULL,
+    translate_chat boolean DEFAULT false,
+    pipeline_name text DEFAULT NULL,
+    consultant text DEFAULT NULL,
+    repository text DEFAULT NULL,
+    OUT turn_id uuid,
+    OUT repeated boolean,
+    OUT answer_neutral text,
+    OUT answer_translated text,
+    OUT history jsonb,
+    OUT context jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'convctx_begin_turn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx.begin_turn(text, text, text, integer, text, text, jsonb, text, boolean, text, text, text) IS
+    'begin a chat request in one call: start its turn as start_turn does (idempotent on (session_id, request_id)) and return turn_id, repeated (the request had its turn already), the stored answer of a repeated request once finalized, history (the last turn_limit finalized, non-redacted pairs before this turn, oldest first, as recent_turns_json) and context (context_load); tenant, when given, is the tenant of this call only, as convctx.tenant set for the call';
 
 CREATE FUNCTION convctx.link_session(identity_id text, session_id text, backfill boolean DEFAULT true)
 RETURNS void
@@ -1184,7 +1212,8 @@ GRANT EXECUTE ON FUNCTION
     convctx.context_add(text, text[], text),
     convctx.context_aspect(jsonb, jsonb),
     convctx.start_turn(text, text, text, text, text, boolean, jsonb, text, text, text),
-    convctx.finalize_turn(text, uuid, text, text, boolean, jsonb),
+    convctx.finalize_turn(text, uuid, text, text, boolean, jsonb, text),
+    convctx.begin_turn(text, text, text, integer, text, text, jsonb, text, boolean, text, text, text),
     convctx.recent_turns(text, integer),
     convctx.recent_turns_json(text, integer),
     convctx.link_session(text, text, boolean),
@@ -1405,7 +1434,7 @@ BEGIN
                     ELSE 'session_id' END AS arg
           FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'convctx'::pg_catalog.regnamespace
-           AND p.proname IN ('start_turn', 'finalize_turn', 'recent_turns', 'recent_turns_json',
+           AND p.proname IN ('start_turn', 'begin_turn', 'finalize_turn', 'recent_turns', 'recent_turns_json',
                              'link_session', 'replace_turn', 'conversation_state', 'set_summary',
                              'turns_to_summarize', 'record_retrieval', 'context_history',
                              'record_clarification', 'clarification_context', 'redact_turn',

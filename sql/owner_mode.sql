@@ -179,6 +179,7 @@ BEGIN;
 DECLARE "<unnamed portal 1>" CURSOR FOR SELECT pg_temp.evil();
 SELECT convctx.start_turn('a2', 'r1', 'shadowed?', identity_id => 'u1') AS t2 \gset
 SELECT convctx.finalize_turn('a2', :'t2', 'no');
+SELECT repeated, history FROM convctx.begin_turn('a2', 'r2', 'shadowed too?');
 SELECT count(*) AS turns FROM convctx.recent_turns('a2');
 SELECT count(*) AS lines FROM (SELECT convctx.export_records()) e;
 SELECT count(*) AS lines FROM (SELECT convctx.export_messages()) e;

@@ -46,6 +46,7 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
+#include "context_store.h"
 
 static SPIPlanPtr context_load_plan = NULL;
 static SPIPlanPtr context_load_locked_plan = NULL;
@@ -177,7 +178,7 @@ CheckNodeIdArray(ArrayType *ids)
  * The stored context of the tenant's conversation, copied out of SPI, or
  * NULL when there is none.
  */
-static Jsonb *
+Jsonb *
 ContextLoad(text *tenant, text *conversation_id, bool after_lock)
 {
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};

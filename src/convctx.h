@@ -63,6 +63,8 @@ extern text *CurrentTenant(void);
 extern const char *BoundTenant(void);
 extern char *CallerRoleName(void);
 extern bool TenantTravelsWithCall(void);
+extern int	TenantForCallBegin(text *tenant);
+extern void TenantForCallEnd(int nestlevel);
 
 /* Citus (citus.c) */
 extern void CitusInit(void);

@@ -72,6 +72,7 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "recent_turns.h"
 
 /*
  * The columns read, in the order recent_turns returns them; the last
@@ -152,7 +153,7 @@ static SPIPlanPtr recent_plan = NULL;
 	"  FROM (SELECT * FROM convctx.turn" \
 	"         WHERE " SESSION_KEY \
 	"           AND finalized_at IS NOT NULL AND deleted_at IS NULL" \
-	"           AND replaced_by_turn_id IS NULL" \
+	"           AND replaced_by_turn_id IS NULL AND turn_no OPERATOR(pg_catalog.<) $4" \
 	"         ORDER BY turn_no DESC" \
 	"         LIMIT LEAST($3, COALESCE((SELECT s.live_answers FROM convctx.session s" \
 	"                WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
@@ -415,7 +416,7 @@ SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
  */
 static void
 RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
-				   text *tenant, text *session_id, int32 limit, RecentTurns *rt)
+				   text *tenant, text *session_id, int32 limit, int64 before, RecentTurns *rt)
 {
 	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
 	ScanKeyData keys[4];
@@ -426,7 +427,7 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 	int64		live;
 	int64		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id, &live);
 	int64		span;
-	int64		upper = PG_INT64_MAX;
+	int64		upper = (before == PG_INT64_MAX) ? PG_INT64_MAX : before - 1;
 	int64		lower;
 
 	/*
@@ -436,8 +437,11 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 	 */
 	if (live >= 0 && live < limit)
 		limit = (int32) live;
-	if (limit == 0)
+	if (limit == 0 || upper < 1)
 		return;
+	/* Spans below the bound, when it is below the session's newest turn. */
+	if (last > upper)
+		last = upper;
 	span = (int64) limit + 8;
 
 	scan = index_beginscan(rel, index, snapshot, 4, 0);
@@ -495,17 +499,17 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 
 /* The same rows through the SQL query, under the caller's privileges. */
 static void
-RecentTurnsBySql(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
+RecentTurnsBySql(text *tenant, text *session_id, int32 limit, int64 before, RecentTurns *rt)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-	Int64GetDatum(limit)};
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(limit), Int64GetDatum(before)};
 	int			capacity = 0;
 	uint64		i;
 
 	SPI_connect();
-	SpiRunPlan(SpiKeptPlan(&recent_plan, RECENT_SQL, 3, argtypes), values, NULL,
+	SpiRunPlan(SpiKeptPlan(&recent_plan, RECENT_SQL, 4, argtypes), values, NULL,
 			   true, 0, SPI_OK_SELECT);
 	for (i = SPI_processed; i > 0; i--)
 	{
@@ -587,26 +591,27 @@ TurnRelsDirect(void)
  * nothing but the owner's rights apply, else the SQL query.
  */
 static void
-RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, RecentTurns *rt)
+RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, int64 before,
+					  RecentTurns *rt)
 {
 	TurnRels	r;
 
 	TurnRelsOpen(&r);
 	if (TurnRelsDirect())
-		RecentTurnsByIndex(r.rel, r.index, r.srel, r.sindex, tenant, session_id, limit, rt);
+		RecentTurnsByIndex(r.rel, r.index, r.srel, r.sindex, tenant, session_id, limit,
+						   before, rt);
 	else
-		RecentTurnsBySql(tenant, session_id, limit, rt);
+		RecentTurnsBySql(tenant, session_id, limit, before, rt);
 	TurnRelsClose(&r);
 }
 
 /*
  * The last `limit` finalized, live, current-version turns of a session of
- * the current tenant, newest first.
+ * tenant numbered below before (PG_INT64_MAX: all), newest first.
  */
 static void
-RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
+RecentTurnsRead(text *tenant, text *session_id, int32 limit, int64 before, RecentTurns *rt)
 {
-	text	   *tenant = CurrentTenant();
 	OwnerSwitch sw;
 
 	rt->count = 0;
@@ -616,7 +621,7 @@ RecentTurnsRead(text *session_id, int32 limit, RecentTurns *rt)
 	ActAsOwner(&sw);
 	PG_TRY();
 	{
-		RecentTurnsReadTables(tenant, session_id, limit, rt);
+		RecentTurnsReadTables(tenant, session_id, limit, before, rt);
 	}
 	PG_FINALLY();
 	{
@@ -814,29 +819,26 @@ convctx_recent_turns(PG_FUNCTION_ARGS)
 		elog(ERROR, "recent_turns is declared with %d result columns, expected %d",
 			 rsinfo->setDesc->natts, RC_OUTPUT_COLUMNS);
 
-	RecentTurnsRead(session_id, limit, &rt);
+	RecentTurnsRead(CurrentTenant(), session_id, limit, PG_INT64_MAX, &rt);
 	for (i = rt.count - 1; i >= 0; i--)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, RowValues(&rt, i), RowNulls(&rt, i));
 
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(convctx_recent_turns_json);
-
 /*
- * recent_turns_json(session_id, turn_limit) -> jsonb array of
- * {"question_neutral", "answer_neutral"}, oldest first.
+ * The prompt history: the last `limit` finalized, live, current-version
+ * turns of a session of tenant numbered below before (PG_INT64_MAX: all),
+ * as a jsonb array of {"question_neutral", "answer_neutral"}, oldest first.
  */
-Datum
-convctx_recent_turns_json(PG_FUNCTION_ARGS)
+Jsonb *
+RecentHistory(text *tenant, text *session_id, int32 limit, int64 before)
 {
-	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
 	JsonbParseState *state = NULL;
 	RecentTurns rt;
 	int			i;
 
-	RecentTurnsRead(session_id, limit, &rt);
+	RecentTurnsRead(tenant, session_id, limit, before, &rt);
 
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (i = rt.count - 1; i >= 0; i--)
@@ -852,14 +854,24 @@ convctx_recent_turns_json(PG_FUNCTION_ARGS)
 			if (RowNulls(&rt, i)[columns[k]])
 				JsonbPushNull(&state, WJB_VALUE);
 			else
-			{
-				text	   *t = DatumGetTextPP(RowValues(&rt, i)[columns[k]]);
-
-				JsonbPushText(&state, WJB_VALUE, t);
-			}
+				JsonbPushText(&state, WJB_VALUE, DatumGetTextPP(RowValues(&rt, i)[columns[k]]));
 		}
 		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
 
-	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL)));
+PG_FUNCTION_INFO_V1(convctx_recent_turns_json);
+
+/*
+ * recent_turns_json(session_id, turn_limit) -> jsonb array of
+ * {"question_neutral", "answer_neutral"}, oldest first.
+ */
+Datum
+convctx_recent_turns_json(PG_FUNCTION_ARGS)
+{
+	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
+
+	PG_RETURN_JSONB_P(RecentHistory(CurrentTenant(), session_id, limit, PG_INT64_MAX));
 }

@@ -612,6 +612,31 @@ UseTenant(text *tenant)
 	return CurrentTenant();
 }
 
+/*
+ * Act for tenant until TenantForCallEnd(returned level), the end of the
+ * call that named it in an argument: as a function's SET clause sets
+ * convctx.tenant for the call only, and undone the same way, also by an
+ * error. CurrentTenant then checks it as it checks any value of the
+ * setting, and takes it as set in this transaction.
+ */
+int
+TenantForCallBegin(text *tenant)
+{
+	int			nestlevel;
+
+	CheckIdLength(VARSIZE_ANY_EXHDR(tenant), "tenant id");
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("convctx.tenant", text_to_cstring(tenant), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+void
+TenantForCallEnd(int nestlevel)
+{
+	AtEOXact_GUC(true, nestlevel);
+}
+
 PG_FUNCTION_INFO_V1(convctx_use_tenant);
 
 /* use_tenant(tenant text) -> text */

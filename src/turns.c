@@ -56,6 +56,7 @@
 #include "utils/uuid.h"
 
 #include "convctx.h"
+#include "turns.h"
 
 static SPIPlanPtr find_request_plan = NULL;
 static SPIPlanPtr session_next_turn_plan = NULL;
@@ -96,8 +97,10 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" WHERE " SESSION_KEY \
 	"   AND turn_id OPERATOR(pg_catalog.=) $3"
 
+/* The current version of a request's turn: its id, number and stored answer. */
 #define FIND_REQUEST_SQL \
-	"SELECT turn_id FROM convctx.turn" \
+	"SELECT turn_id, turn_no, finalized_at IS NOT NULL AND deleted_at IS NULL," \
+	"       answer_neutral, answer_translated FROM convctx.turn" \
 	" WHERE " SESSION_KEY \
 	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
 
@@ -390,19 +393,35 @@ CountAnswer(text *tenant, text *session_id, int64 delta)
 	return SPI_processed > 0;
 }
 
-/* The turn id of the current version of (session, request), or NULL. */
-static pg_uuid_t *
-FindRequest(Datum tenant, Datum session_id, Datum request_id)
+/*
+ * Find the current version of (session, request)'s turn: false when there
+ * is none; else its id, number and, when it is finalized and live, its
+ * answers, copied out of SPI, in *out (marked repeated).
+ */
+static bool
+FindRequest(Datum tenant, Datum session_id, Datum request_id, StartedTurn *out)
 {
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 	Datum		values[3] = {tenant, session_id, request_id};
 	SPIPlanPtr	plan = SpiKeptPlan(&find_request_plan, FIND_REQUEST_SQL, 3, argtypes);
 	bool		isnull;
+	Datum		d;
 
 	SpiRunPlan(plan, values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		return NULL;
-	return DatumGetUUIDP(SpiFirstDatumCopy(1, &isnull));
+		return false;
+	out->turn_id = DatumGetUUIDP(SpiFirstDatumCopy(1, &isnull));
+	out->turn_no = DatumGetInt64(SpiFirstDatumCopy(2, &isnull));
+	out->repeated = true;
+	out->answer_neutral = out->answer_translated = NULL;
+	if (DatumGetBool(SpiFirstDatumCopy(3, &isnull)))
+	{
+		d = SpiFirstDatumCopy(4, &isnull);
+		out->answer_neutral = isnull ? NULL : DatumGetTextPP(d);
+		d = SpiFirstDatumCopy(5, &isnull);
+		out->answer_translated = isnull ? NULL : DatumGetTextPP(d);
+	}
+	return true;
 }
 
 /*
@@ -426,21 +445,6 @@ SessionNextTurn(text *tenant, text *session_id, text **identity)
 	*identity = isnull ? NULL : DatumGetTextPP(d);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
-
-/* What start_turn was asked to store, checked. */
-typedef struct NewTurn
-{
-	text	   *session_id;
-	text	   *request_id;
-	text	   *question_neutral;	/* the translated question when missing */
-	text	   *identity_id;
-	text	   *question_translated;
-	bool		translate_chat;
-	Jsonb	   *metadata;		/* filtered */
-	text	   *pipeline_name;
-	text	   *consultant;
-	text	   *repository;
-} NewTurn;
 
 /* The parameter types of APPEND_SQL ($1..$12) and INSERT_TURN_SQL ($1..$14). */
 static Oid	new_turn_argtypes[14] = {
@@ -528,19 +532,15 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 	return SPI_processed > 0;
 }
 
-/* The request has its turn already: give the number back, return its id. */
-static pg_uuid_t *
-RepeatedTurn(text *tenant, NewTurn *t)
+/* The request has its turn already: give the number back, find the turn. */
+static void
+RepeatedTurn(text *tenant, NewTurn *t, StartedTurn *out)
 {
-	pg_uuid_t  *turn_id;
-
 	SpiRunSessionPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, tenant, t->session_id,
 					  false, 0, SPI_OK_UPDATE);
-	turn_id = FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
-						  PointerGetDatum(t->request_id));
-	if (turn_id == NULL)
+	if (!FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
+					 PointerGetDatum(t->request_id), out))
 		elog(ERROR, "turn of a repeated start_turn not found");
-	return turn_id;
 }
 
 /* An anonymous session keeps its newest convctx.max_session_turns turns. */
@@ -556,11 +556,11 @@ CapSession(text *tenant, text *session_id, int64 turn_no)
 }
 
 /*
- * Store a new turn, or find the one its request has: the turn id. The
- * session row stays locked until the end of the transaction.
+ * Store a new turn, or find the one its request has: in *out. The session
+ * row stays locked until the end of the transaction.
  */
-static pg_uuid_t *
-StartTurn(text *tenant, NewTurn *t)
+void
+StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 {
 	/* Allocated before SPI_connect: it is returned after SPI_finish. */
 	pg_uuid_t  *turn_id = NewTurnId();
@@ -572,21 +572,16 @@ StartTurn(text *tenant, NewTurn *t)
 
 	SPI_connect();
 	NewTurnColumns(tenant, t, turn_id, values, nulls);
-	if (t->identity_id != NULL)
+	/*
+	 * A repeat must return its turn even when the identity it names would
+	 * be refused now, so it is looked for first.
+	 */
+	if (t->identity_id != NULL &&
+		FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
+					PointerGetDatum(t->request_id), out))
 	{
-		/*
-		 * A repeat must return its turn even when the identity it names
-		 * would be refused now, so it is looked for first.
-		 */
-		pg_uuid_t  *existing = FindRequest(PointerGetDatum(tenant),
-										   PointerGetDatum(t->session_id),
-										   PointerGetDatum(t->request_id));
-
-		if (existing != NULL)
-		{
-			SPI_finish();
-			return existing;
-		}
+		SPI_finish();
+		return;
 	}
 	/* (on Citus in statements that each reach one shard: INSERT_TURN_VALUES_SQL) */
 	if (t->identity_id != NULL || ConvctxDistributed() ||
@@ -594,11 +589,60 @@ StartTurn(text *tenant, NewTurn *t)
 		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity);
 
 	if (!inserted)
-		turn_id = RepeatedTurn(tenant, t);
-	else if (session_identity == NULL && turn_no > convctx_max_session_turns)
-		CapSession(tenant, t->session_id, turn_no);
+		RepeatedTurn(tenant, t, out);
+	else
+	{
+		out->turn_id = turn_id;
+		out->turn_no = turn_no;
+		out->repeated = false;
+		out->answer_neutral = out->answer_translated = NULL;
+		if (session_identity == NULL && turn_no > convctx_max_session_turns)
+			CapSession(tenant, t->session_id, turn_no);
+	}
 	SPI_finish();
-	return turn_id;
+}
+
+/*
+ * The turn's arguments, checked; argno gives the position of each (-1:
+ * not taken): session_id, request_id, question_neutral, identity_id,
+ * question_translated, translate_chat, meta, pipeline_name, consultant,
+ * repository. NewTurnCheck checks the rest, before anything is written.
+ */
+void
+ArgNewTurn(FunctionCallInfo fcinfo, const int argno[NEW_TURN_ARGS], NewTurn *t)
+{
+	t->session_id = ArgRequiredId(fcinfo, argno[0], "session_id");
+	t->request_id = ArgRequiredId(fcinfo, argno[1], "request_id");
+	t->question_neutral = ArgOptionalText(fcinfo, argno[2], "question_neutral");
+	t->identity_id = ArgOptionalId(fcinfo, argno[3], "identity_id");
+	t->question_translated = ArgOptionalText(fcinfo, argno[4], "question_translated");
+	t->translate_chat = PG_ARGISNULL(argno[5]) ? false : PG_GETARG_BOOL(argno[5]);
+	t->metadata = ArgOptionalObject(fcinfo, argno[6], "meta");
+	t->pipeline_name = ArgOptionalLabel(fcinfo, argno[7], "pipeline_name");
+	t->consultant = ArgOptionalLabel(fcinfo, argno[8], "consultant");
+	t->repository = ArgOptionalLabel(fcinfo, argno[9], "repository");
+}
+
+/*
+ * The checks of a new turn that come after the caller's tenant is known:
+ * it has a question, and its metadata is filtered (NewTurn.metadata).
+ */
+void
+NewTurnCheck(NewTurn *t)
+{
+	bool		fallback = false;
+
+	if (t->question_neutral == NULL || VARSIZE_ANY_EXHDR(t->question_neutral) == 0)
+	{
+		if (t->question_translated == NULL || VARSIZE_ANY_EXHDR(t->question_translated) == 0)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("a turn needs a question"),
+					errdetail("question_neutral and question_translated are both missing or empty."));
+		t->question_neutral = t->question_translated;
+		fallback = true;
+	}
+	t->metadata = MetadataFilter(t->metadata, fallback);
 }
 
 PG_FUNCTION_INFO_V1(convctx_start_turn);
@@ -614,35 +658,16 @@ Datum
 convctx_start_turn(PG_FUNCTION_ARGS)
 {
 	CONVCTX_WRITER(start_turn);
+	static const int argno[NEW_TURN_ARGS] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 	NewTurn		t;
-	Jsonb	   *meta;
+	StartedTurn started;
 	text	   *tenant;
-	bool		fallback = false;
 
-	t.session_id = ArgRequiredId(fcinfo, 0, "session_id");
-	t.request_id = ArgRequiredId(fcinfo, 1, "request_id");
-	t.question_neutral = ArgOptionalText(fcinfo, 2, "question_neutral");
-	t.identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
-	t.question_translated = ArgOptionalText(fcinfo, 4, "question_translated");
-	t.translate_chat = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
-	meta = ArgOptionalObject(fcinfo, 6, "meta");
-	t.pipeline_name = ArgOptionalLabel(fcinfo, 7, "pipeline_name");
-	t.consultant = ArgOptionalLabel(fcinfo, 8, "consultant");
-	t.repository = ArgOptionalLabel(fcinfo, 9, "repository");
+	ArgNewTurn(fcinfo, argno, &t);
 	tenant = CurrentTenant();
-
-	if (t.question_neutral == NULL || VARSIZE_ANY_EXHDR(t.question_neutral) == 0)
-	{
-		if (t.question_translated == NULL || VARSIZE_ANY_EXHDR(t.question_translated) == 0)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("a turn needs a question"),
-					errdetail("question_neutral and question_translated are both missing or empty."));
-		t.question_neutral = t.question_translated;
-		fallback = true;
-	}
-	t.metadata = MetadataFilter(meta, fallback);
-	PG_RETURN_UUID_P(StartTurn(tenant, &t));
+	NewTurnCheck(&t);
+	StartTurn(tenant, &t, &started);
+	PG_RETURN_UUID_P(started.turn_id);
 }
 
 /*
@@ -882,7 +907,9 @@ PG_FUNCTION_INFO_V1(convctx_finalize_turn);
 
 /*
  * finalize_turn(session_id, turn_id, answer_neutral, answer_translated,
- *				 answer_translated_is_fallback, meta) -> void
+ *				 answer_translated_is_fallback, meta, tenant) -> void
+ *
+ * tenant, when given, is the tenant of this call only (TenantForCallBegin).
  */
 Datum
 convctx_finalize_turn(PG_FUNCTION_ARGS)
@@ -890,8 +917,13 @@ convctx_finalize_turn(PG_FUNCTION_ARGS)
 	CONVCTX_WRITER(finalize_turn);
 	TurnAnswer	answer = ArgTurnAnswer(fcinfo, 5);
 	bool		fallback = PG_ARGISNULL(4) ? false : PG_GETARG_BOOL(4);
+	int			nestlevel = -1;
 
+	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
+		nestlevel = TenantForCallBegin(PG_GETARG_TEXT_PP(6));
 	FinalizeTurn(CurrentTenant(), &answer, PG_ARGISNULL(4) ? NULL : &fallback);
+	if (nestlevel >= 0)
+		TenantForCallEnd(nestlevel);
 	PG_RETURN_VOID();
 }
 
