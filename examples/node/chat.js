@@ -3,7 +3,7 @@
 'use strict';
 
 // After these the request runs again with the SAME request id: the server may
-// or may not have committed, and convctx makes the rerun safe (start_turn
+// or may not have committed, and convctx makes the rerun safe (begin_turn
 // returns the same turn, finalize_turn accepts the same answer again).
 const RETRY_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08000', '08003', '08006']);
 const retryable = (err) => RETRY_SQLSTATES.has(err.code) || !err.code;  // no code: connection lost
@@ -17,7 +17,7 @@ async function withRetry(fn, attempts = 5) {
 }
 
 // fn(client) in one transaction that acts for tenant, and only in it: safe
-// behind pgbouncer in transaction mode.
+// behind pgbouncer in transaction mode (for the calls without a tenant argument).
 async function inTenant(pool, tenant, fn) {
   const client = await pool.connect();
   const ignore = () => {};  // a lost connection fails the running query; no crash from 'error'
@@ -40,24 +40,20 @@ async function inTenant(pool, tenant, fn) {
 }
 
 // req: { tenant, sessionId, requestId, question, identityId }; answer(history,
-// question) calls the model and returns the answer text. Returns { turnId,
-// answer, history }; a repeated request returns the stored answer.
+// question, context) calls the model and returns the answer text. Two calls,
+// each its own transaction, each naming the tenant (no use_tenant needed
+// behind a pooler). Returns { turnId, answer, history, context }; a repeated
+// request returns the stored answer.
 async function handleChat(pool, req, answer, historyTurns = 10) {
-  const { turnId, history } = await withRetry(() => inTenant(pool, req.tenant, async (c) => {
-    const started = await c.query({ name: 'convctx_start_turn',
-      text: 'SELECT convctx.start_turn($1, $2, $3, $4) AS turn_id',
-      values: [req.sessionId, req.requestId, req.question, req.identityId ?? null] });
-    const past = await c.query({ name: 'convctx_recent_turns',
-      text: 'SELECT turn_id, question_neutral, answer_neutral FROM convctx.recent_turns($1, $2)',
-      values: [req.sessionId, historyTurns] });
-    return { turnId: started.rows[0].turn_id, history: past.rows };
-  }));
-  const done = history.find((t) => t.turn_id === turnId);
-  if (done) return { turnId, answer: done.answer_neutral, history: history.filter((t) => t !== done) };
-  const text = await answer(history, req.question);  // outside any transaction
-  await withRetry(() => inTenant(pool, req.tenant, (c) => c.query({ name: 'convctx_finalize_turn',
-    text: 'SELECT convctx.finalize_turn($1, $2, $3)', values: [req.sessionId, turnId, text] })));
-  return { turnId, answer: text, history };
+  const begun = await withRetry(async () => (await pool.query({ name: 'convctx_begin_turn',
+    text: 'SELECT turn_id, answer_neutral, history, context FROM convctx.begin_turn($1, $2, $3, $4, $5, $6)',
+    values: [req.sessionId, req.requestId, req.question, historyTurns, req.identityId ?? null, req.tenant] })).rows[0]);
+  const { turn_id: turnId, history, context } = begun;
+  if (begun.answer_neutral !== null) return { turnId, answer: begun.answer_neutral, history, context };  // a retry
+  const text = await answer(history, req.question, context);  // outside any transaction
+  await withRetry(() => pool.query({ name: 'convctx_finalize_turn',
+    text: 'SELECT convctx.finalize_turn($1, $2, $3, tenant => $4)', values: [req.sessionId, turnId, text, req.tenant] }));
+  return { turnId, answer: text, history, context };
 }
 
 // The sidebar: identityId's conversations, newest first, pageSize at a time;

@@ -8,7 +8,7 @@ import psycopg
 from psycopg import errors
 
 # After these the request runs again with the SAME request id: the server may
-# or may not have committed, and convctx makes the rerun safe (start_turn
+# or may not have committed, and convctx makes the rerun safe (begin_turn
 # returns the same turn, finalize_turn accepts the same answer again).
 RETRYABLE = (psycopg.OperationalError, errors.SerializationFailure, errors.DeadlockDetected,
              errors.LockNotAvailable)
@@ -33,27 +33,21 @@ def in_tenant(conn, tenant, fn):
 
 
 # req: dict with tenant, session_id, request_id, question, identity_id
-# (optional); answer(history, question) calls the model. Returns (turn_id,
-# answer, history); a repeated request returns the stored answer.
+# (optional); answer(history, question, context) calls the model. Two calls,
+# each its own transaction, each naming the tenant (no use_tenant needed
+# behind a pooler). Returns (turn_id, answer, history); a repeated request
+# returns the stored answer.
 def handle_chat(connect, req, answer, history_turns=10):
-    def start(conn):
-        turn_id = conn.execute(
-            "SELECT convctx.start_turn(%s, %s, %s, %s)",
-            (req["session_id"], req["request_id"], req["question"], req.get("identity_id")),
-        ).fetchone()[0]
-        history = conn.execute(
-            "SELECT turn_id, question_neutral, answer_neutral FROM convctx.recent_turns(%s, %s)",
-            (req["session_id"], history_turns),
-        ).fetchall()
-        return turn_id, history
-
-    turn_id, history = with_retry(connect, lambda c: in_tenant(c, req["tenant"], start))
-    for row in history:
-        if row[0] == turn_id:  # answered before: this is a retry
-            return turn_id, row[2], [r for r in history if r is not row]
-    text = answer(history, req["question"])  # outside any transaction
-    with_retry(connect, lambda c: in_tenant(c, req["tenant"], lambda conn: conn.execute(
-        "SELECT convctx.finalize_turn(%s, %s, %s)", (req["session_id"], turn_id, text))))
+    turn_id, stored, history, context = with_retry(connect, lambda conn: conn.execute(
+        "SELECT turn_id, answer_neutral, history, context FROM convctx.begin_turn(%s, %s, %s, %s, %s, %s)",
+        (req["session_id"], req["request_id"], req["question"], history_turns,
+         req.get("identity_id"), req["tenant"])).fetchone())
+    if stored is not None:  # answered before: this is a retry
+        return turn_id, stored, history
+    text = answer(history, req["question"], context)  # outside any transaction
+    with_retry(connect, lambda conn: conn.execute(
+        "SELECT convctx.finalize_turn(%s, %s, %s, tenant => %s)",
+        (req["session_id"], turn_id, text, req["tenant"])))
     return turn_id, text, history
 
 

@@ -5,14 +5,15 @@
 # 1. The unsafe way leaks: a plain SET convctx.tenant by one client stays on
 #    the server connection and the next client of that connection acts for
 #    that tenant (shown with a pool of one connection, so it is certain).
-# 2. convctx.tenant_scope = transaction refuses that leftover value (42501)
-#    and convctx.use_tenant chooses the tenant for one transaction.
+# 2. convctx.tenant_scope = transaction refuses that leftover value (42501);
+#    convctx.use_tenant chooses the tenant for one transaction, the tenant
+#    argument of begin_turn for one call.
 # 3. 16 clients of 8 tenants through a pool of 4 connections, every request
-#    one transaction that chooses its tenant with use_tenant, starts and
-#    finalizes a turn with request ids that repeat (retries) on sessions
-#    whose ids every tenant uses, and reads the history back: no request
-#    ever reads or writes another tenant's turn, and every request id has
-#    exactly one turn.
+#    the two calls of the README (begin_turn, then finalize_turn, each naming
+#    its tenant), with request ids that repeat (retries) on sessions whose
+#    ids every tenant uses, checking the history begin_turn returns: no
+#    request ever reads or writes another tenant's turn, and every request
+#    id has exactly one turn.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -133,20 +134,25 @@ is($out, "globex\nglobex", 'use_tenant chooses the tenant for the transaction');
 isnt($rc, 0, 'and it does not outlive the transaction');
 ($rc, $out, $err) = client('one', 'chat_service', q{SELECT convctx.use_tenant('globex')});
 like($err, qr/can only be used in transaction blocks/, 'use_tenant outside a transaction block is refused');
+($rc, $out, $err) = client('one', 'chat_service',
+    q{SELECT repeated FROM convctx.begin_turn('shared-session', 'b-3', 'question of client B', tenant => 'globex')});
+is($out, 'f', 'begin_turn naming its tenant needs neither a transaction block nor use_tenant');
+is($node->safe_psql('leak', q{SELECT tenant_id FROM convctx.turn WHERE request_id = 'b-3'}),
+    'globex', 'and writes into the tenant it names');
+($rc, $out, $err) = client('one', 'chat_service', q{SELECT convctx.current_tenant()});
+isnt($rc, 0, 'the tenant it names does not outlive the call');
 
 # 3. Many clients, few connections.
 my $script = q{
 \set t random(1, 8)
 \set s random(1, 40)
 \set r random(1, 150)
-BEGIN;
-SELECT convctx.use_tenant('tenant-:t');
-SELECT convctx.start_turn('session-:s', 'request-:r', 'question :r of tenant-:t') AS turn \gset
-SELECT convctx.finalize_turn('session-:s', ':turn', 'answer :r of tenant-:t');
-SELECT 1 / (count(*) FILTER (WHERE question_neutral NOT LIKE '% of tenant-:t'
-                                OR answer_neutral NOT LIKE '% of tenant-:t') = 0)::int AS own_tenant_only
-  FROM convctx.recent_turns('session-:s', 50);
-COMMIT;
+SELECT min(b.turn_id::text) AS turn,
+       1 / (count(*) FILTER (WHERE h->>'question_neutral' NOT LIKE '% of tenant-:t'
+                                OR h->>'answer_neutral' NOT LIKE '% of tenant-:t') = 0)::int AS own_tenant_only
+  FROM convctx.begin_turn('session-:s', 'request-:r', 'question :r of tenant-:t', 50, tenant => 'tenant-:t') b
+       LEFT JOIN LATERAL jsonb_array_elements(b.history) h ON true \gset
+SELECT convctx.finalize_turn('session-:s', ':turn', 'answer :r of tenant-:t', tenant => 'tenant-:t');
 };
 PostgreSQL::Test::Utils::append_to_file("$dir/request.sql", $script);
 my $pgbench = $node->config_data('--bindir') . '/pgbench';

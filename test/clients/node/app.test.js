@@ -184,7 +184,7 @@ test('a request whose backend is killed mid-call is retried into exactly one tur
   const base = { tenant: 'acme', sessionId: 'killed', question: 'Q' };
   await handleChat(pool, { ...base, requestId: 'warm-up' }, answerOf);
 
-  // killed while start_turn waits
+  // killed while begin_turn waits
   let holder = await lockSession('acme', 'killed');
   const running = handleChat(pool, { ...base, requestId: 'r-start' }, answerOf);
   assert.equal(await killWaiter('node_service'), 1);
