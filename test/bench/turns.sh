@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Benchmark the turn lifecycle (start_turn, finalize_turn, recent_turns)
 # against the same statements in plain SQL, and recent_turns latency at
-# 10^3 and 10^6 turns: install what is missing, build and install convctx,
-# run test/bench/turns/run.sh in a throwaway cluster and print the table.
+# 10^3 and 10^6 turns, each on anonymous and on signed-in sessions (linked
+# to an identity, turns started with start_turn's identity_id argument; the
+# floor's rows carry the identity too): install what is missing, build and
+# install convctx, run test/bench/turns/run.sh in a throwaway cluster and
+# print the table.
 # Timings are information only: exits non-zero only when the run fails.
 # Commits are durable (fsync and synchronous_commit on), as users run it;
 # CONVCTX_BENCH_DURABLE=0 turns fsync off for a CPU-bound view.
-# CONVCTX_BENCH_SECONDS: length of each lifecycle run (default 15);
+# The signed-in cells double the lifecycle cells (8, not 4) and the
+# latency runs; to keep the run at about 9 minutes each run is shorter
+# than when only anonymous sessions were measured (8 s instead of 15, and
+# 5 s pgbench latency runs per kind of session instead of 10).
+# CONVCTX_BENCH_SECONDS: length of each lifecycle run (default 8);
 # CONVCTX_BENCH_ROUNDS: interleaved rounds per cell, the median reported
 # (default 3; recent_turns latency takes at least 5);
-# CONVCTX_BENCH_LATENCY_SECONDS: the pgbench recent_turns runs (default 10);
+# CONVCTX_BENCH_LATENCY_SECONDS: each pgbench recent_turns run, one on the
+# anonymous and one on the signed-in sessions per round (default 5);
 # CONVCTX_BENCH_FLOOR_FILLFACTOR: fillfactor of the floor's table (default 100,
 # a bare table; 70 gives it convctx.turn's).
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -17,8 +25,8 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 ensure_packages
 build_and_install
 CONVCTX_DURABLE=${CONVCTX_BENCH_DURABLE:-1} in_throwaway_cluster "the benchmark" \
-    env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-15}" \
-        CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-10}" \
+    env CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-8}" \
+        CONVCTX_BENCH_LATENCY_SECONDS="${CONVCTX_BENCH_LATENCY_SECONDS:-5}" \
         CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-3}" \
         CONVCTX_BENCH_FLOOR_FILLFACTOR="${CONVCTX_BENCH_FLOOR_FILLFACTOR:-100}" \
         bash test/bench/turns/run.sh

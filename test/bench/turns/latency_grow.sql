@@ -1,5 +1,8 @@
--- Grow convctx.turn to 10^6 turns with bulk-loaded sessions g1, g2, ... of
--- 10 to 100 turns each (numbered 1..n like real ones); m1..m20 are untouched.
+-- Grow convctx.turn to :big turns (10^6) with bulk-loaded sessions g1, g2,
+-- ... of 10 to 100 turns each (numbered 1..n like real ones); m1..m20 are
+-- untouched. Half of them are signed in: the even ones, g2 linked to
+-- identity ug2 and so on (session row, link and turns carry it, as
+-- start_turn with identity_id leaves them).
 
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
@@ -12,18 +15,21 @@ WITH sizes AS (
 cum AS (
     SELECT i, n, sum(n) OVER (ORDER BY i) AS upto FROM sizes)
 SELECT 'g' || i AS session_id,
-       (n - greatest(upto - (1000000 - (SELECT count(*) FROM convctx.turn)), 0))::int AS n
+       CASE WHEN i % 2 = 0 THEN 'ug' || i END AS identity_id,
+       (n - greatest(upto - (:big - (SELECT count(*) FROM convctx.turn)), 0))::int AS n
 FROM cum
-WHERE upto - n < 1000000 - (SELECT count(*) FROM convctx.turn);
+WHERE upto - n < :big - (SELECT count(*) FROM convctx.turn);
 
 -- Counters as start_turn and finalize_turn would have left them.
-INSERT INTO convctx.session (tenant_id, session_id, last_turn_no, live_turns, live_answers)
-SELECT '', session_id, n, n, n FROM grow;
+INSERT INTO convctx.session (tenant_id, session_id, identity_id, last_turn_no, live_turns, live_answers)
+SELECT '', session_id, identity_id, n, n, n FROM grow;
+INSERT INTO convctx.session_link (tenant_id, session_id, identity_id)
+SELECT '', session_id, identity_id FROM grow WHERE identity_id IS NOT NULL;
 
-INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id,
+INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, identity_id,
                           question_neutral, answer_neutral, finalized_at)
-SELECT '', g.session_id, gen_random_uuid(), t, 'p' || t, bench.question(), bench.answer(),
-       statement_timestamp()
+SELECT '', g.session_id, gen_random_uuid(), t, 'p' || t, g.identity_id, bench.question(),
+       bench.answer(), statement_timestamp()
 FROM grow g, generate_series(1, g.n) t;
 
 VACUUM ANALYZE convctx.turn, convctx.session;

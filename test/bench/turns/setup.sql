@@ -1,6 +1,10 @@
 -- Lifecycle benchmark state: convctx.turn filled through the API, and
 -- floor.turn, a bare copy of its columns and indexes filled with plain
--- INSERTs. Sessions s1..s200 hold 10 turns, s1001..s1100 hold 1,000.
+-- INSERTs. Anonymous sessions s1..s200 hold 10 turns, s1001..s1100 hold
+-- :long_turns (1,000); signed-in sessions s2001..s2200 hold 10 turns,
+-- s3001..s3100 :long_turns, each linked to its own identity (s2001 to
+-- u2001, ...), its turns started with start_turn's identity_id argument as
+-- an app does for a signed-in user, and the floor's rows carry it too.
 
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
@@ -11,11 +15,15 @@ CREATE SCHEMA bench;
 -- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
 ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 
-CREATE TABLE bench.initial (session_id text PRIMARY KEY, turns integer NOT NULL);
+CREATE TABLE bench.initial (session_id text PRIMARY KEY, turns integer NOT NULL, identity_id text);
 INSERT INTO bench.initial
-SELECT 's' || g, 10 FROM generate_series(1, 200) g
+SELECT 's' || g, 10, NULL FROM generate_series(1, 200) g
 UNION ALL
-SELECT 's' || g, 1000 FROM generate_series(1001, 1100) g;
+SELECT 's' || g, :long_turns, NULL FROM generate_series(1001, 1100) g
+UNION ALL
+SELECT 's' || g, 10, 'u' || g FROM generate_series(2001, 2200) g
+UNION ALL
+SELECT 's' || g, :long_turns, 'u' || g FROM generate_series(3001, 3100) g;
 
 -- Texts of a typical size, shared with the pgbench scripts.
 CREATE FUNCTION bench.question() RETURNS text LANGUAGE sql IMMUTABLE
@@ -35,12 +43,13 @@ DECLARE
     floor_turn uuid;
 BEGIN
     FOR i IN from_round..to_round LOOP
-        FOR s IN SELECT session_id FROM bench.initial WHERE turns >= i ORDER BY session_id LOOP
+        FOR s IN SELECT session_id, identity_id FROM bench.initial WHERE turns >= i ORDER BY session_id LOOP
             PERFORM convctx.finalize_turn(s.session_id,
-                                          convctx.start_turn(s.session_id, 'p' || i, bench.question()),
+                                          convctx.start_turn(s.session_id, 'p' || i, bench.question(),
+                                                             identity_id => s.identity_id),
                                           bench.answer());
-            INSERT INTO floor.turn (tenant_id, session_id, request_id, question_neutral)
-            VALUES ('', s.session_id, 'p' || i, bench.question()) RETURNING turn_id INTO floor_turn;
+            INSERT INTO floor.turn (tenant_id, session_id, request_id, identity_id, question_neutral)
+            VALUES ('', s.session_id, 'p' || i, s.identity_id, bench.question()) RETURNING turn_id INTO floor_turn;
             UPDATE floor.turn SET answer_neutral = bench.answer(), finalized_at = statement_timestamp()
              WHERE tenant_id = '' AND session_id = s.session_id AND turn_id = floor_turn;
         END LOOP;
@@ -53,7 +62,7 @@ $$;
 -- table the request and turn lookups walk the whole session.
 CALL bench.fill(1, 10);
 ANALYZE convctx.turn, convctx.session, floor.turn;
-CALL bench.fill(11, 1000);
+CALL bench.fill(11, :long_turns);
 
 CREATE TABLE bench.floor_mark AS SELECT max(turn_no) AS last_turn_no FROM floor.turn;
 -- Session rows as they are now, counters included, to go back to (their
