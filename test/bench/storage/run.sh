@@ -3,7 +3,10 @@
 # directory: loads CONVCTX_BENCH_TURNS turns through convctx and into the
 # floor's bare table with pgbench, vacuums, and prints the bytes per stored
 # turn of each table and index of both sides and the target with PASS or
-# MISS. Fails only when the run itself fails.
+# MISS. Half the sessions (the even ones) are signed in, their turns
+# started with start_turn's identity_id and carrying it on both sides;
+# the turns and mean row size of each kind are printed apart. Fails only
+# when the run itself fails.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +33,7 @@ load() {
 }
 
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-# Sessions are anonymous: no cap may drop turns the floor keeps.
+# No cap may drop turns of the anonymous sessions that the floor keeps.
 psql_run -c "ALTER DATABASE $DB SET convctx.max_session_turns = 1000000000"
 psql_run -f "$HERE/setup.sql"
 fillfactor=$(psql_run -At -c "SELECT coalesce((SELECT option_value FROM pg_options_to_table(reloptions)
@@ -40,7 +43,7 @@ if [ -n "$TURN_FILLFACTOR" ]; then
     psql_run -c "ALTER TABLE convctx.turn SET (fillfactor = $TURN_FILLFACTOR)"
     fillfactor="$TURN_FILLFACTOR (set by CONVCTX_BENCH_TURN_FILLFACTOR; the extension's: $fillfactor)"
 fi
-echo "== $TURNS turns per side on $SESSIONS sessions, $CLIENTS clients; convctx.turn fill factor $fillfactor, floor 100"
+echo "== $TURNS turns per side on $SESSIONS sessions (half anonymous, half signed in), $CLIENTS clients; convctx.turn fill factor $fillfactor, floor 100"
 
 # Statistics early, as autovacuum would give them, then the rest.
 warm=$(( TURNS < 20000 ? TURNS / 2 : 10000 ))
@@ -88,6 +91,17 @@ SELECT t.side, t.n AS turns, s.n_tup_upd AS turn_updates,
   JOIN pg_stat_user_tables s ON s.relid = CASE t.side WHEN 'convctx' THEN 'convctx.turn'::regclass
                                                       ELSE 'floor.turn'::regclass END
  ORDER BY 1;
+
+\echo == turns of anonymous and signed-in sessions, and their mean row size (pg_column_size)
+SELECT side, kind, count(*) AS turns, round(avg(bytes), 1) AS row_bytes
+  FROM (SELECT 'convctx' AS side, CASE WHEN identity_id IS NULL THEN 'anonymous' ELSE 'signed in' END AS kind,
+               pg_column_size(t.*) AS bytes
+          FROM convctx.turn t
+        UNION ALL
+        SELECT 'floor', CASE WHEN identity_id IS NULL THEN 'anonymous' ELSE 'signed in' END,
+               pg_column_size(t.*)
+          FROM floor.turn t) x
+ GROUP BY side, kind ORDER BY side, kind;
 
 \echo == bytes per stored turn, after VACUUM
 SELECT z.side, z.relation, z.kind, sum(z.bytes) AS bytes,

@@ -1,7 +1,7 @@
 -- Grow convctx.turn to :big turns (10^6) with bulk-loaded sessions g1, g2,
 -- ... of 10 to 100 turns each (numbered 1..n like real ones); m1..m20 are
 -- untouched. Half of them are signed in: the even ones, g2 linked to
--- identity ug2 and so on (session row, link and turns carry it, as
+-- identity md5('ug2') and so on (session row, link and turns carry it, as
 -- start_turn with identity_id leaves them).
 
 \set ON_ERROR_STOP 1
@@ -15,7 +15,7 @@ WITH sizes AS (
 cum AS (
     SELECT i, n, sum(n) OVER (ORDER BY i) AS upto FROM sizes)
 SELECT 'g' || i AS session_id,
-       CASE WHEN i % 2 = 0 THEN 'ug' || i END AS identity_id,
+       CASE WHEN i % 2 = 0 THEN md5('ug' || i) END AS identity_id,
        (n - greatest(upto - (:big - (SELECT count(*) FROM convctx.turn)), 0))::int AS n
 FROM cum
 WHERE upto - n < :big - (SELECT count(*) FROM convctx.turn);

@@ -1,6 +1,6 @@
 -- recent_turns latency state at 10^3 turns: 20 measured sessions m1..m20
 -- of 50 turns each, written through the API: m1..m10 anonymous, m11..m20
--- signed in (m11 linked to identity u11, ...: their turns started with
+-- signed in (m11 linked to identity md5('u11'), ...: their turns started with
 -- start_turn's identity_id argument).
 
 \set ON_ERROR_STOP 1
@@ -20,7 +20,7 @@ BEGIN
         FOR s IN 1..20 LOOP
             PERFORM convctx.finalize_turn('m' || s,
                                           convctx.start_turn('m' || s, 'p' || i, bench.question(),
-                                                             identity_id => CASE WHEN s > 10 THEN 'u' || s END),
+                                                             identity_id => CASE WHEN s > 10 THEN md5('u' || s) END),
                                           bench.answer());
         END LOOP;
         COMMIT;

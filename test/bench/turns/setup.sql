@@ -3,8 +3,9 @@
 -- INSERTs. Anonymous sessions s1..s200 hold 10 turns, s1001..s1100 hold
 -- :long_turns (1,000); signed-in sessions s2001..s2200 hold 10 turns,
 -- s3001..s3100 :long_turns, each linked to its own identity (s2001 to
--- u2001, ...), its turns started with start_turn's identity_id argument as
--- an app does for a signed-in user, and the floor's rows carry it too.
+-- md5('u2001'), 32 characters as an opaque user id is, ...), its turns
+-- started with start_turn's identity_id argument as an app does for a
+-- signed-in user; the floor's rows carry the identity too.
 
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
@@ -21,9 +22,9 @@ SELECT 's' || g, 10, NULL FROM generate_series(1, 200) g
 UNION ALL
 SELECT 's' || g, :long_turns, NULL FROM generate_series(1001, 1100) g
 UNION ALL
-SELECT 's' || g, 10, 'u' || g FROM generate_series(2001, 2200) g
+SELECT 's' || g, 10, md5('u' || g) FROM generate_series(2001, 2200) g
 UNION ALL
-SELECT 's' || g, :long_turns, 'u' || g FROM generate_series(3001, 3100) g;
+SELECT 's' || g, :long_turns, md5('u' || g) FROM generate_series(3001, 3100) g;
 
 -- Texts of a typical size, shared with the pgbench scripts.
 CREATE FUNCTION bench.question() RETURNS text LANGUAGE sql IMMUTABLE
