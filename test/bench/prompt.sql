@@ -1,5 +1,8 @@
 -- Prompt assembly benchmark: a 10-turn against a 500-turn session, each turn
--- with 5 retrieved chunks and 2 citations. Run by prompt.sh.
+-- with 5 retrieved chunks and 2 citations, for anonymous sessions and for
+-- signed-in ones (linked to an identity, their turns started with
+-- start_turn's identity_id argument), each pair reported apart. Run by
+-- prompt.sh.
 \set ON_ERROR_STOP 1
 \set VERBOSITY terse
 SET jit = off;
@@ -8,12 +11,14 @@ CREATE EXTENSION IF NOT EXISTS convctx;
 SET client_min_messages = notice;
 SET convctx.max_session_turns = 100000;
 
-CREATE FUNCTION pg_temp.fill(s text, turns integer) RETURNS void LANGUAGE plpgsql AS $$
+-- identity NULL: an anonymous session.
+CREATE FUNCTION pg_temp.fill(s text, turns integer, identity text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     t uuid;
 BEGIN
     FOR i IN 1 .. turns LOOP
-        t := convctx.start_turn(s, 'r' || i, 'Question number ' || i || ' about the regulations that apply here?');
+        t := convctx.start_turn(s, 'r' || i, 'Question number ' || i || ' about the regulations that apply here?',
+                                identity_id => identity);
         PERFORM convctx.record_retrieval(s, t,
             (SELECT jsonb_agg(jsonb_build_object('id', s || '-' || i || '-' || c, 'source', 'Code',
                                                  'title', 'Article ' || c, 'text', repeat('text of the article ', 10)))
@@ -21,13 +26,15 @@ BEGIN
             jsonb_build_array(jsonb_build_object('id', s || '-' || i || '-1'),
                               jsonb_build_object('id', s || '-' || i || '-2')));
         PERFORM convctx.finalize_turn(s, t, 'Answer number ' || i || ', citing [1] and [2].');
-        -- the same 10 referenced nodes in both sessions: only the history differs
+        -- the same 10 referenced nodes in every session: only the history differs
         PERFORM convctx.context_add(s, ARRAY[s || '-node-' || (i % 10)]);
     END LOOP;
 END $$;
 
-SELECT pg_temp.fill('short', 10);
-SELECT pg_temp.fill('long', 500);
+SELECT pg_temp.fill('short', 10, NULL);
+SELECT pg_temp.fill('long', 500, NULL);
+SELECT pg_temp.fill('short-signed', 10, md5('user-short'));
+SELECT pg_temp.fill('long-signed', 500, md5('user-long'));
 -- the steady state autovacuum keeps: the session and context rows of the
 -- long session were updated hundreds of times
 VACUUM ANALYZE convctx.turn;
@@ -54,35 +61,43 @@ BEGIN
     RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
 END $$;
 
--- Interleaved rounds: in each, both sessions in turn (the one that goes
--- first alternates), after a warm-up round that is not kept.
-CREATE TEMP TABLE timing (fn text, round integer, short numeric, long numeric);
+-- Interleaved rounds: in each, for anonymous then signed-in sessions (which
+-- kind goes first alternates too), both sessions in turn (the one that
+-- goes first alternates), after a warm-up round that is not kept.
+CREATE TEMP TABLE timing (fn text, kind text, round integer, short numeric, long numeric);
 DO $$
 DECLARE
     fn text;
+    kind text;
+    suffix text;
     a numeric;
     b numeric;
 BEGIN
     FOR r IN 0 .. 5 LOOP
         FOREACH fn IN ARRAY ARRAY['conversation_state', 'context_history'] LOOP
-            IF r % 2 = 0 THEN
-                a := pg_temp.per_call(fn, 'short', 2000);
-                b := pg_temp.per_call(fn, 'long', 2000);
-            ELSE
-                b := pg_temp.per_call(fn, 'long', 2000);
-                a := pg_temp.per_call(fn, 'short', 2000);
-            END IF;
-            IF r > 0 THEN
-                INSERT INTO timing VALUES (fn, r, a, b);
-            END IF;
+            FOREACH kind IN ARRAY CASE WHEN r % 2 = 0 THEN ARRAY['anonymous', 'signed in']
+                                       ELSE ARRAY['signed in', 'anonymous'] END LOOP
+                suffix := CASE kind WHEN 'signed in' THEN '-signed' ELSE '' END;
+                IF r % 2 = 0 THEN
+                    a := pg_temp.per_call(fn, 'short' || suffix, 2000);
+                    b := pg_temp.per_call(fn, 'long' || suffix, 2000);
+                ELSE
+                    b := pg_temp.per_call(fn, 'long' || suffix, 2000);
+                    a := pg_temp.per_call(fn, 'short' || suffix, 2000);
+                END IF;
+                IF r > 0 THEN
+                    INSERT INTO timing VALUES (fn, kind, r, a, b);
+                END IF;
+            END LOOP;
         END LOOP;
     END LOOP;
 END $$;
 
 \pset footer off
 \echo
-\echo 'prompt assembly: microseconds per call, median [min-max] of 5 interleaved rounds of 2000 calls, 10-turn vs 500-turn session'
-SELECT fn AS function,
+\echo 'prompt assembly: microseconds per call, median [min-max] of 5 interleaved rounds of 2000 calls, 10-turn vs 500-turn session,'
+\echo 'anonymous sessions and signed-in ones (linked to an identity, turns started with identity_id)'
+SELECT fn AS function, kind AS sessions,
        format('%s [%s-%s]', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY short)::numeric, 1),
               round(min(short), 1), round(max(short), 1)) AS "10 turns us",
        format('%s [%s-%s]', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY long)::numeric, 1),
@@ -92,5 +107,5 @@ SELECT fn AS function,
        'at most 1.5' AS target,
        CASE WHEN percentile_cont(0.5) WITHIN GROUP (ORDER BY long / short) <= 1.5 THEN 'PASS' ELSE 'MISS' END AS result
 FROM timing
-GROUP BY fn
-ORDER BY fn DESC;
+GROUP BY fn, kind
+ORDER BY fn DESC, kind;
