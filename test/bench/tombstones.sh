@@ -3,7 +3,10 @@
 # context_history, is_followup) of a session that goes on after
 # redact_session, with 0, 10^3, 10^4 and 10^5 tombstones below its live
 # turns, against the same reads of a fresh session measured in the same
-# rounds: install what is missing, build and install convctx, run
+# rounds, for signed-in sessions (linked to an identity) and for anonymous
+# ones (uncapped here), each against the fresh session of its kind; the
+# second kind adds only seconds (the build of its sessions; the reads are
+# short): install what is missing, build and install convctx, run
 # test/bench/tombstones/run.sh in a throwaway cluster (fsync and
 # synchronous_commit on) and print the table.
 # Timings are information only: exits non-zero only when the run fails.
