@@ -291,6 +291,98 @@ SELECT count(*) AS rows FROM convctx.conversation_turns('eq', 922337203685477580
 SELECT count(*) AS rows FROM convctx.conversation_turns('eq', NULL, 9223372036854775807, 5);
 SELECT count(*) AS rows FROM convctx.conversation_turns('eq', NULL, -9223372036854775808, 5);
 SELECT count(*) AS rows FROM convctx.conversation_turns('no such session', 0);
+
+-- The default title is stored in the session row (the start of the first
+-- live question, first_question), and so is linked_later, so that a page
+-- of the list reads no other table. Every writer that redacts or deletes a
+-- turn sets it again: stale_titles counts the sessions whose row says
+-- otherwise than their turns and link.
+CREATE TEMP VIEW stale_titles AS
+SELECT count(*) AS stale FROM convctx.session s
+WHERE s.first_question IS DISTINCT FROM
+        (SELECT left(ltrim(q.question_neutral, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)), 320)
+           FROM convctx.turn q
+          WHERE q.tenant_id = s.tenant_id AND q.session_id = s.session_id
+            AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL
+          ORDER BY q.turn_no LIMIT 1)
+   OR s.linked_later IS DISTINCT FROM
+        coalesce((SELECT l.linked_at > s.created_at FROM convctx.session_link l
+                   WHERE l.tenant_id = s.tenant_id AND l.session_id = s.session_id), false);
+CREATE FUNCTION pg_temp.shown(sid text) RETURNS TABLE (title text, in_replay text, stored text)
+LANGUAGE sql AS $$
+    SELECT (SELECT l.title FROM convctx.session s, convctx.list_conversations(s.identity_id, NULL, 1000) l
+             WHERE s.tenant_id = 'acme' AND s.session_id = sid AND l.session_id = sid
+               AND s.identity_id NOT LIKE 'erased%'),
+           convctx.replay_conversation(sid) ->> 'title',
+           (SELECT first_question FROM convctx.session WHERE tenant_id = 'acme' AND session_id = sid)
+$$;
+SELECT * FROM stale_titles;
+SELECT count(convctx.finalize_turn('ti1', convctx.start_turn('ti1', 'r' || i, E'\n first  q' || i, identity_id => 'tu'), 'a' || i))
+       AS turns FROM generate_series(1, 3) i;
+SELECT * FROM pg_temp.shown('ti1');
+-- redact_turn: a later turn leaves the title, the first gives it to the next live one
+SELECT convctx.redact_turn('ti1', turn_id) FROM convctx.turn WHERE tenant_id = 'acme' AND session_id = 'ti1' AND turn_no = 3;
+SELECT * FROM pg_temp.shown('ti1');
+SELECT convctx.redact_turn('ti1', turn_id) FROM convctx.turn WHERE tenant_id = 'acme' AND session_id = 'ti1' AND turn_no = 1;
+SELECT * FROM pg_temp.shown('ti1');
+-- a corrected answer keeps its question
+SELECT convctx.replace_turn('ti1', turn_id, 'a2 corrected') IS NOT NULL AS corrected
+FROM convctx.turn WHERE tenant_id = 'acme' AND session_id = 'ti1' AND turn_no = 2;
+SELECT * FROM pg_temp.shown('ti1');
+SELECT convctx.redact_turn('ti1', turn_id) FROM convctx.turn
+WHERE tenant_id = 'acme' AND session_id = 'ti1' AND turn_no = 2 AND replaced_by_turn_id IS NULL;
+SELECT * FROM pg_temp.shown('ti1');
+-- a new turn in a session without a live turn is its first question again
+SELECT convctx.start_turn('ti1', 'r4', 'after every redaction') IS NOT NULL AS t;
+SELECT * FROM pg_temp.shown('ti1');
+-- a repeated request is no new turn: nothing changes
+SELECT convctx.start_turn('ti1', 'r4', 'after every redaction, again') IS NOT NULL AS t;
+SELECT * FROM pg_temp.shown('ti1');
+-- redact_session: no title left
+SELECT count(convctx.start_turn('ti2', 'r' || i, 'session q' || i, identity_id => 'tu')) FROM generate_series(1, 2) i;
+SELECT * FROM pg_temp.shown('ti2');
+SELECT convctx.redact_session('ti2');
+SELECT * FROM pg_temp.shown('ti2');
+-- erase_identity: none either
+SELECT count(convctx.start_turn('ti3', 'r' || i, 'erased q' || i, identity_id => 'tu-erased')) FROM generate_series(1, 2) i;
+SELECT * FROM pg_temp.shown('ti3');
+SELECT convctx.erase_identity('tu-erased') > 0 AS erased;
+SELECT * FROM pg_temp.shown('ti3');
+-- the anonymous cap drops the oldest turns: the oldest one kept is the title
+SET convctx.max_session_turns = 3;
+SELECT count(convctx.start_turn('ti4', 'r' || i, 'capped q' || i)) FROM generate_series(1, 5) i;
+SELECT convctx.link_session('tu', 'ti4');
+SELECT * FROM pg_temp.shown('ti4');
+SELECT session_id, title, linked_later FROM convctx.list_conversations('tu') WHERE session_id = 'ti4';
+RESET convctx.max_session_turns;
+-- purge: turn retention deletes the oldest turns of a session
+SELECT count(convctx.start_turn('ti5', 'r' || i, 'kept q' || i, identity_id => 'tu')) FROM generate_series(1, 3) i;
+UPDATE convctx.turn SET created_at = now() - interval '2 hours'
+ WHERE tenant_id = 'acme' AND session_id = 'ti5' AND turn_no < 3;
+SET convctx.turn_retention = '1h';
+SELECT convctx.purge() ->> 'expired_turns' AS expired_turns;
+RESET convctx.turn_retention;
+SELECT * FROM pg_temp.shown('ti5');
+-- and an expired anonymous session goes a batch at a time: what is left of
+-- it between two passes has the title of its first live turn left
+SELECT count(convctx.start_turn('ti6', 'r' || i, 'expiring q' || i)) FROM generate_series(1, 5) i;
+UPDATE convctx.session SET last_activity_at = now() - interval '2 days' WHERE tenant_id = 'acme' AND session_id = 'ti6';
+SELECT convctx.purge(2) - 'contexts' AS purged;
+SELECT array_agg(turn_no ORDER BY turn_no) AS left, (SELECT stored FROM pg_temp.shown('ti6')) AS stored
+FROM convctx.turn WHERE tenant_id = 'acme' AND session_id = 'ti6';
+SELECT * FROM stale_titles;
+SELECT convctx.purge(2) - 'contexts' AS purged;
+SELECT convctx.purge(2) - 'contexts' AS purged;
+SELECT count(*) AS ti6_left FROM convctx.session WHERE tenant_id = 'acme' AND session_id = 'ti6';
+-- import writes both from what it stored: a session linked after it was
+-- created, its first turn a tombstone
+SELECT * FROM convctx.import_records(ARRAY[
+  '{"type":"session","session_id":"ti7","identity_id":"tu","created_at":"2026-01-01T00:00:00Z","last_activity_at":"2026-01-02T00:00:00Z","linked_at":"2026-01-01T12:00:00Z"}',
+  '{"type":"turn","session_id":"ti7","turn_id":"00000000-0000-4000-8000-0000000000a1","turn_no":1,"request_id":"r1","created_at":"2026-01-01T00:00:00Z","deleted_at":"2026-01-01T01:00:00Z"}',
+  '{"type":"turn","session_id":"ti7","turn_id":"00000000-0000-4000-8000-0000000000a2","turn_no":2,"request_id":"r2","created_at":"2026-01-01T02:00:00Z","question_neutral":"imported q2"}'])
+WHERE imported > 0;
+SELECT session_id, title, linked_later FROM convctx.list_conversations('tu') WHERE session_id = 'ti7';
+SELECT * FROM stale_titles;
 RESET convctx.tenant;
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context,
          convctx.audit_log, convctx.session_summary, convctx.turn_retrieval, convctx.clarification;

@@ -139,6 +139,18 @@ ALTER TABLE convctx.session ADD COLUMN title text;
 COMMENT ON COLUMN convctx.session.title IS
     'the title the app set (set_session_title); NULL: the first live question is shown';
 
+-- What the conversation browser shows of a session is read from its row
+-- alone: the start of its first live question (the default title) and
+-- whether it was linked after it was created, computed at the end of this
+-- script from the turns and links as they are then; the writers keep them
+-- right from then on.
+ALTER TABLE convctx.session ADD COLUMN first_question text,
+                            ADD COLUMN linked_later boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN convctx.session.first_question IS
+    'the first 320 characters (after leading white space) of the question of the first live current-version turn, NULL when none: the default title, kept right by every function that adds, redacts or deletes a turn';
+COMMENT ON COLUMN convctx.session.linked_later IS
+    'whether the session was linked to its identity after it was created (convctx.session_link.linked_at after created_at)';
+
 ------------------------------------------------------------------------------
 -- Conversation browser: an identity's conversations, titles, paging, replay
 ------------------------------------------------------------------------------
@@ -405,7 +417,7 @@ BEGIN
                            AND l.linked_at OPERATOR(pg_catalog.<=) e.erased_at);
         UPDATE convctx.session s
            SET redactions = s.redactions OPERATOR(pg_catalog.+) 1, identity_id = e.standin, title = NULL,
-               live_turns = 0, live_answers = 0, summary_through_turn_no = NULL
+               first_question = NULL, live_turns = 0, live_answers = 0, summary_through_turn_no = NULL
          WHERE s.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND s.session_id OPERATOR(pg_catalog.=) ANY (erased);
         UPDATE convctx.turn t
            SET question_neutral = NULL, answer_neutral = NULL, question_translated = NULL,
@@ -465,3 +477,25 @@ UPDATE convctx.session s SET last_activity_at = t.newest
  WHERE s.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
    AND s.session_id OPERATOR(pg_catalog.=) t.session_id
    AND s.last_activity_at OPERATOR(pg_catalog.<) t.newest;
+
+------------------------------------------------------------------------------
+-- What the conversation browser reads from the session row
+------------------------------------------------------------------------------
+
+-- After every change of turns above (the erasures finished): the start of
+-- the first live question, and whether the session was linked later.
+UPDATE convctx.session s
+   SET first_question = (SELECT pg_catalog."left"(pg_catalog.ltrim(q.question_neutral,
+                                    ' ' OPERATOR(pg_catalog.||) pg_catalog.chr(9) OPERATOR(pg_catalog.||)
+                                    pg_catalog.chr(10) OPERATOR(pg_catalog.||) pg_catalog.chr(11)
+                                    OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)
+                                    pg_catalog.chr(13)), 320)
+                           FROM convctx.turn q
+                          WHERE q.tenant_id OPERATOR(pg_catalog.=) s.tenant_id
+                            AND q.session_id OPERATOR(pg_catalog.=) s.session_id
+                            AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL
+                          ORDER BY q.turn_no LIMIT 1),
+       linked_later = COALESCE((SELECT l.linked_at OPERATOR(pg_catalog.>) s.created_at
+                                  FROM convctx.session_link l
+                                 WHERE l.tenant_id OPERATOR(pg_catalog.=) s.tenant_id
+                                   AND l.session_id OPERATOR(pg_catalog.=) s.session_id), false);

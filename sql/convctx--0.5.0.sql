@@ -479,6 +479,8 @@ CREATE TABLE convctx.session (
         GENERATED ALWAYS AS (pg_catalog.date_bin('00:10:00'::pg_catalog.interval, last_activity_at,
                                                  '2000-01-01 00:00:00+00'::pg_catalog.timestamptz)) STORED,
     title                    text,
+    first_question           text,
+    linked_later             boolean     NOT NULL DEFAULT false,
     CONSTRAINT session_pkey PRIMARY KEY (tenant_id, session_id)
 ) WITH (fillfactor = 30);
 
@@ -505,6 +507,10 @@ COMMENT ON COLUMN convctx.session.redactions IS
     'redaction generation: bumped by every redaction or erasure of the session, under this row''s lock; set_summary refuses a summary of turns read before a redaction of one it covers';
 COMMENT ON COLUMN convctx.session.title IS
     'the title the app set (set_session_title); NULL: the first live question is shown';
+COMMENT ON COLUMN convctx.session.first_question IS
+    'the first 320 characters (after leading white space) of the question of the first live current-version turn, NULL when none: the default title, kept right by every function that adds, redacts or deletes a turn';
+COMMENT ON COLUMN convctx.session.linked_later IS
+    'whether the session was linked to its identity after it was created (convctx.session_link.linked_at after created_at)';
 COMMENT ON COLUMN convctx.session.activity_bin IS
     'last_activity_at rounded down to 10 minutes: what the expiry indexes hold, so that most updates of last_activity_at stay HOT';
 

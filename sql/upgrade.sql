@@ -159,6 +159,14 @@ WHERE s.last_activity_at < (SELECT max(t.created_at) FROM convctx.turn t
 SELECT b.t, b.n, a.n AS n_after, a.h = b.h AS same_rows
 FROM before_update b CROSS JOIN LATERAL pg_temp.fingerprint(('convctx.' || b.t)::regclass, b.keys) a
 ORDER BY b.t;
+-- what the conversation browser reads from the session row (0.5.0) is
+-- computed from the turns and links: the start of the first live question
+-- (none in a session whose turns are all tombstones), and whether the
+-- session was linked after it was created
+SELECT tenant_id, session_id, first_question, linked_later,
+       (SELECT l.linked_at FROM convctx.session_link l
+         WHERE l.tenant_id = s.tenant_id AND l.session_id = s.session_id) > s.created_at AS link_after_creation
+FROM convctx.session s ORDER BY 1, 2;
 
 -- the erasure made under 0.1.0 is finished as erase_identity leaves one:
 -- user-2 stays in clear only in what it did after it (session e2); the

@@ -43,8 +43,6 @@
 #include "convctx.h"
 
 static SPIPlanPtr list_plan = NULL;
-static SPIPlanPtr list_distributed_plan = NULL;
-static SPIPlanPtr list_row_plan = NULL;
 static SPIPlanPtr title_plan = NULL;
 static SPIPlanPtr title_exists_plan = NULL;
 static SPIPlanPtr turn_range_plan = NULL;
@@ -61,24 +59,6 @@ static SPIPlanPtr replay_plan = NULL;
 #define DEFAULT_TITLE_CHARS 80
 
 /*
- * SQL fragment: the start of the default title of session alias.session_id
- * (tenant $1): the first 4 x DEFAULT_TITLE_CHARS characters of its first
- * live, current question after its leading white space; DefaultTitle folds
- * its white space and cuts it. No backslash in the statement: its text
- * must not depend on standard_conforming_strings when it is prepared.
- */
-#define DEFAULT_TITLE_OF(alias) DEFAULT_TITLE_FOR(alias ".session_id")
-#define DEFAULT_TITLE_FOR(session_id) \
-	"(SELECT pg_catalog.\"left\"(pg_catalog.ltrim(q.question_neutral, ' ' OPERATOR(pg_catalog.||)" \
-	"          pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
-	"          pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
-	"          pg_catalog.chr(13)), " CppAsString2(DEFAULT_TITLE_CHARS) " OPERATOR(pg_catalog.*) 4)" \
-	"    FROM convctx.turn q" \
-	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) $1 AND q.session_id OPERATOR(pg_catalog.=) " session_id \
-	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" \
-	"   ORDER BY q.turn_no LIMIT 1)"
-
-/*
  * A page of the sessions of tenant $1 linked to identity $2 whose activity
  * comes before the cursor ($3 last_activity_at, $4 session_id; infinity
  * for the first page), newest first, $5 of them.
@@ -89,33 +69,17 @@ static SPIPlanPtr replay_plan = NULL;
  * planner thinks of the identity's row count: ordered
  * by the whole key, a generic plan that expects few rows sorts every
  * session of the identity instead (half a second a page at 10^7 turns).
- * p orders those rows exactly; only the page's rows are then read further
- * (default title, link). The last two columns, the rows w read and the bin
+ * p orders those rows exactly. Everything a row shows is in the session
+ * row: the start of the default title (first_question, which every writer
+ * that deletes or redacts a turn keeps right) and whether the session was
+ * linked later, so that a page reads no other table. The last two columns, the rows w read and the bin
  * of its last row, tell ListConversations whether the page is certain:
  * every row of a bin newer than the last one read was read. They come on
  * every row, and on a row of NULLs when the page is empty.
  */
-#define LIST_SQL LIST_SQL_WITH(DEFAULT_TITLE_OF("p"), LINKED_LATER_OF("p"))
-
-/* Whether session alias was linked after it was created. */
-#define LINKED_LATER_OF(alias) \
-	"(SELECT l.linked_at OPERATOR(pg_catalog.>) " alias ".created_at FROM convctx.session_link l" \
-	"  WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) " alias ".session_id)"
-
-/*
- * On Citus the subqueries per row, which Citus cannot run over the rows of
- * another query, come after, one statement per row (LIST_ROW_SQL: $1
- * tenant, $2 session, $3 its created_at).
- */
-#define LIST_DISTRIBUTED_SQL LIST_SQL_WITH("NULL::pg_catalog.text", "NULL::pg_catalog.bool")
-#define LIST_ROW_SQL \
-	"SELECT " DEFAULT_TITLE_FOR("$2") "," \
-	"       (SELECT l.linked_at OPERATOR(pg_catalog.>) $3 FROM convctx.session_link l" \
-	"         WHERE l.tenant_id OPERATOR(pg_catalog.=) $1 AND l.session_id OPERATOR(pg_catalog.=) $2)"
-
-#define LIST_SQL_WITH(default_title, linked_later) \
+#define LIST_SQL \
 	"WITH w AS (SELECT s.session_id, s.activity_bin, s.last_activity_at, s.created_at," \
-	"                  s.live_turns, s.title" \
+	"                  s.live_turns, s.title, s.first_question, s.linked_later" \
 	"             FROM convctx.session s" \
 	"            WHERE s.tenant_id OPERATOR(pg_catalog.=) $1 AND s.identity_id OPERATOR(pg_catalog.=) $2" \
 	"              AND s.activity_bin OPERATOR(pg_catalog.<=)" \
@@ -129,8 +93,8 @@ static SPIPlanPtr replay_plan = NULL;
 	"           OR (w.last_activity_at OPERATOR(pg_catalog.=) $3 AND w.session_id OPERATOR(pg_catalog.>) $4)" \
 	"        ORDER BY w.activity_bin DESC, w.last_activity_at DESC, w.session_id LIMIT $5)" \
 	"SELECT p.session_id, p.title," \
-	"       CASE WHEN p.title IS NULL AND p.session_id IS NOT NULL THEN " default_title " END," \
-	"       p.created_at, p.last_activity_at, p.live_turns, " linked_later "," \
+	"       CASE WHEN p.title IS NULL THEN p.first_question END," \
+	"       p.created_at, p.last_activity_at, p.live_turns, p.linked_later," \
 	"       p.activity_bin, c.n, c.last_bin" \
 	"  FROM (SELECT pg_catalog.count(*) AS n, pg_catalog.min(w.activity_bin) AS last_bin FROM w) c" \
 	"  LEFT JOIN p ON true" \
@@ -221,7 +185,7 @@ static SPIPlanPtr replay_plan = NULL;
 	"           FROM convctx.turn c" \
 	"          WHERE c.tenant_id OPERATOR(pg_catalog.=) $1 AND c.session_id OPERATOR(pg_catalog.=) $2" \
 	"            AND c.replaced_by_turn_id IS NULL), '[]'::pg_catalog.jsonb))," \
-	"       CASE WHEN s.title IS NULL THEN " DEFAULT_TITLE_OF("s") " END" \
+	"       CASE WHEN s.title IS NULL THEN s.first_question END" \
 	"  FROM convctx.session s WHERE " SESSION_KEY_AT("s")
 
 /*
@@ -336,8 +300,6 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 	int64		entries = (int64) page_size + 16;
 	TimestampTz down_to;
 	uint64		i;
-	bool		distributed = ConvctxDistributed();
-	bool		isnull;
 	SPITupleTable *page;
 	uint64		page_rows;
 
@@ -368,12 +330,8 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		values[5] = Int64GetDatum(entries);
 		nulls[5] = whole_bins ? 'n' : ' ';
 		values[6] = TimestampTzGetDatum(down_to);
-		if (distributed)
-			SpiRunPlan(SpiKeptPlan(&list_distributed_plan, LIST_DISTRIBUTED_SQL, 7, argtypes),
-					   values, nulls, true, 0, SPI_OK_SELECT);
-		else
-			SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 7, argtypes), values, nulls, true, 0,
-					   SPI_OK_SELECT);
+		SpiRunPlan(SpiKeptPlan(&list_plan, LIST_SQL, 7, argtypes), values, nulls, true, 0,
+				   SPI_OK_SELECT);
 		read = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &isnull));
 		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		rows = isnull ? 0 : SPI_processed;
@@ -421,19 +379,6 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		if (nulls[0])
 			break;				/* the row of an empty page */
 		linked = SPI_getbinval(row, rd, 7, &linked_null);
-		if (distributed)
-		{
-			Oid			rowtypes[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
-			Datum		rowvalues[3] = {PointerGetDatum(tenant), out[0],
-			SPI_getbinval(row, rd, 4, &isnull)};
-
-			SpiRunPlan(SpiKeptPlan(&list_row_plan, LIST_ROW_SQL, 3, rowtypes), rowvalues, NULL,
-					   true, 0, SPI_OK_SELECT);
-			default_title = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										  &default_null);
-			default_null = default_null || !title_null;
-			linked = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &linked_null);
-		}
 		/* the app's title, else the first live question */
 		out[1] = title_null ? (default_null ? (Datum) 0
 							   : PointerGetDatum(DefaultTitle(DatumGetTextPP(default_title)))) : title;

@@ -170,6 +170,44 @@ extern void SessionLinkLocked(text *tenant, text *session_id, text *current_iden
 	" last_activity_at = GREATEST(s.last_activity_at, EXCLUDED.last_activity_at)"
 
 /*
+ * SQL fragment: what convctx.session.first_question stores of question q,
+ * the start of the default title of the conversation browser: its first
+ * 4 x 80 characters after its leading white space (browser.c folds its
+ * white space and cuts it to 80 when it shows it). No backslash: a
+ * statement's text must not depend on standard_conforming_strings.
+ */
+#define FIRST_QUESTION_OF(q) \
+	"pg_catalog.\"left\"(pg_catalog.ltrim(" q ", ' ' OPERATOR(pg_catalog.||)" \
+	" pg_catalog.chr(9) OPERATOR(pg_catalog.||) pg_catalog.chr(10) OPERATOR(pg_catalog.||)" \
+	" pg_catalog.chr(11) OPERATOR(pg_catalog.||) pg_catalog.chr(12) OPERATOR(pg_catalog.||)" \
+	" pg_catalog.chr(13)), 320)"
+
+/*
+ * SQL fragment: first_question as it is now for the session (tenant,
+ * session), from its first live current-version turn, NULL when it has
+ * none; cond leaves out (" AND ...", on turn alias q) the turns that the
+ * statement itself deletes or redacts, which its snapshot still shows.
+ * Every writer that deletes or redacts turns sets it so, under the
+ * session row's lock, so that the browser never shows a question that is
+ * gone.
+ */
+#define FIRST_LIVE_QUESTION(tenant, session, cond) \
+	"(SELECT " FIRST_QUESTION_OF("q.question_neutral") " FROM convctx.turn q" \
+	"   WHERE q.tenant_id OPERATOR(pg_catalog.=) " tenant \
+	"     AND q.session_id OPERATOR(pg_catalog.=) " session \
+	"     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL" cond \
+	"   ORDER BY q.turn_no LIMIT 1)"
+
+/*
+ * cond of FIRST_LIVE_QUESTION: not a live current version that a CTE "d"
+ * (returning tenant_id, session_id, turn_no, deleted_at and
+ * replaced_by_turn_id, as they were before) deleted or redacted.
+ */
+#define NOT_REMOVED_BY_D \
+	" AND (q.tenant_id, q.session_id, q.turn_no) NOT IN (SELECT d.tenant_id, d.session_id, d.turn_no" \
+	"        FROM d WHERE d.deleted_at IS NULL AND d.replaced_by_turn_id IS NULL)"
+
+/*
  * SQL fragment: the matching adjustment of the messages that summaries
  * cover, for a CTE "d" that also returned turn_no.
  */

@@ -323,6 +323,16 @@ static SPIPlanPtr summary_covered_plan = NULL;
  * the API keeps them: $3 the file's newest turn number, $4 its last
  * activity, $5 its redactions. Returns the live turns.
  */
+/*
+ * What the conversation browser reads from the session row (s), from the
+ * turns and link as they are now: the start of the first live question,
+ * and whether the session was linked after it was created.
+ */
+#define SESSION_BROWSER_SET \
+	"  first_question = " FIRST_LIVE_QUESTION("$1", "$2", "") "," \
+	"  linked_later = COALESCE((SELECT l.linked_at OPERATOR(pg_catalog.>) s.created_at" \
+	"                             FROM convctx.session_link l WHERE " SESSION_KEY_AT("l") "), false)"
+
 #define LIVE_TURN_OF(alias) \
 	" FROM convctx.turn t WHERE " SESSION_KEY_AT("t") \
 	"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
@@ -334,7 +344,8 @@ static SPIPlanPtr summary_covered_plan = NULL;
 	"  live_turns = (SELECT pg_catalog.count(*)" LIVE_TURN_OF("t") ")," \
 	"  live_answers = (SELECT pg_catalog.count(t.finalized_at)" LIVE_TURN_OF("t") ")," \
 	"  summary_through_turn_no = (SELECT m.through_turn_no FROM convctx.session_summary m" \
-	"                              WHERE " SESSION_KEY_AT("m") ")" \
+	"                              WHERE " SESSION_KEY_AT("m") ")," \
+	SESSION_BROWSER_SET \
 	" WHERE " SESSION_KEY_AT("s") \
 	" RETURNING s.live_turns"
 #define SUMMARY_COVERED_SQL \
@@ -410,9 +421,9 @@ static SPIPlanPtr summary_covered_plan = NULL;
 
 /* $3 last_turn_no, $4 live_turns, $5 live_answers, $6 summary_through_turn_no, $7 redactions */
 #define SESSION_FINISH_SQL \
-	"UPDATE convctx.session SET last_turn_no = $3, live_turns = $4, live_answers = $5," \
-	"       summary_through_turn_no = $6, redactions = $7" \
-	" WHERE " SESSION_KEY
+	"UPDATE convctx.session s SET last_turn_no = $3, live_turns = $4, live_answers = $5," \
+	"       summary_through_turn_no = $6, redactions = $7," SESSION_BROWSER_SET \
+	" WHERE " SESSION_KEY_AT("s")
 
 /*
  * Error context: which record of the batch failed. The tool reads the

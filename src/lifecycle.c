@@ -120,7 +120,8 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 #define SESSION_COUNTS_ADJUST_D \
 	" adj AS (UPDATE convctx.session s" \
 	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
-	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
+	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers," \
+	"       first_question = " FIRST_LIVE_QUESTION("s.tenant_id", "s.session_id", NOT_REMOVED_BY_D) \
 	"   FROM (SELECT tenant_id, session_id," \
 	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
 	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
@@ -157,7 +158,9 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"         WHERE " SESSION_KEY \
 	"           AND turn_id OPERATOR(pg_catalog.=) $3)" \
 	"  RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
-	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
+	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED "," \
+	"       first_question = " FIRST_LIVE_QUESTION("$1", "$2", \
+	"     AND q.turn_no OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT d.turn_no FROM d))") \
 	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(*), pg_catalog.max(turn_no) FROM d"
@@ -174,7 +177,7 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
 	"WITH d AS (UPDATE convctx.turn" TOMBSTONE_SET("$3") \
 	"  WHERE " SESSION_KEY \
 	"    AND deleted_at IS NULL RETURNING turn_no, replaced_by_turn_id, finalized_at)," \
-	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED \
+	" s AS (UPDATE convctx.session SET" SESSION_COUNTS_MINUS_REDACTED ", first_question = NULL" \
 	"  WHERE " SESSION_KEY \
 	"    AND EXISTS (SELECT 1 FROM d))" \
 	" SELECT pg_catalog.count(DISTINCT turn_no) FROM d"
@@ -225,7 +228,8 @@ static SPIPlanPtr expired_audit_plan[2] = {NULL, NULL};
  */
 #define ERASE_SESSIONS_SQL \
 	"UPDATE convctx.session SET redactions = redactions OPERATOR(pg_catalog.+) 1, identity_id = $3," \
-	"       title = NULL, live_turns = 0, live_answers = 0, summary_through_turn_no = NULL" \
+	"       title = NULL, first_question = NULL, live_turns = 0, live_answers = 0," \
+	"       summary_through_turn_no = NULL" \
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 
@@ -1173,7 +1177,8 @@ PurgeTenantsAdd(HTAB *tenants, size_t offset1, size_t offset2)
 #define CITUS_COUNTS_ADJUST_D \
 	" adj AS (UPDATE convctx.session s" \
 	"   SET live_turns = s.live_turns OPERATOR(pg_catalog.-) a.turns," \
-	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers" \
+	"       live_answers = s.live_answers OPERATOR(pg_catalog.-) a.answers," \
+	"       first_question = " FIRST_LIVE_QUESTION("$1", "$2", NOT_REMOVED_BY_D) \
 	"   FROM (SELECT pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS turns," \
 	"                pg_catalog.count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL" \
 	"                                   AND finalized_at IS NOT NULL) AS answers" \

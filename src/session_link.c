@@ -46,7 +46,8 @@ static SPIPlanPtr backfill_plan = NULL;
 #define LINK_SQL \
 	"WITH link AS (INSERT INTO convctx.session_link (tenant_id, session_id, identity_id)" \
 	"              VALUES ($1, $2, $3))" \
-	" UPDATE convctx.session SET identity_id = $3" \
+	" UPDATE convctx.session SET identity_id = $3," \
+	"        linked_later = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.>) created_at" \
 	"  WHERE " SESSION_KEY
 
 #define BACKFILL_SQL \

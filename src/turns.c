@@ -66,6 +66,7 @@ static SPIPlanPtr insert_turn_plan = NULL;
 static SPIPlanPtr insert_turn_values_plan = NULL;
 static SPIPlanPtr append_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
+static SPIPlanPtr first_question_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
 static SPIPlanPtr summary_count_answer_plan = NULL;
 static SPIPlanPtr turn_state_plan = NULL;
@@ -109,7 +110,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
 	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
 	" WHERE " SESSION_KEY \
-	" RETURNING last_turn_no, identity_id"
+	" RETURNING last_turn_no, identity_id, live_turns"
 
 /* The same for a session that may not exist yet (two may race to create it). */
 #define SESSION_CREATE_SQL \
@@ -118,7 +119,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
 	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_UPSERT \
-	" RETURNING last_turn_no, identity_id"
+	" RETURNING last_turn_no, identity_id, live_turns"
 
 #define SESSION_UNTOUCH_SQL \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1," \
@@ -176,7 +177,7 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"     FROM s" \
 	"   ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
 	"   DO NOTHING RETURNING 1)" \
-	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t) FROM s"
+	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t), s.live_turns FROM s"
 
 #define CAP_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
@@ -190,7 +191,17 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"     AND turn_no OPERATOR(pg_catalog.<=) $3" \
 	"   RETURNING tenant_id, session_id, turn_no, deleted_at, replaced_by_turn_id, finalized_at)," \
 	SUMMARY_COVERED_ADJUST_D_ONE \
-	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D \
+	" UPDATE convctx.session SET" SESSION_COUNTS_MINUS_D "," \
+	"  first_question = " FIRST_LIVE_QUESTION("$1", "$2", " AND q.turn_no OPERATOR(pg_catalog.>) $3") \
+	" WHERE " SESSION_KEY
+
+/*
+ * The start of the first question of a session that had no live turn
+ * before this one ($3), for the conversation browser: a new turn is the
+ * session's first live one exactly when it makes live_turns 1.
+ */
+#define FIRST_QUESTION_SET_SQL \
+	"UPDATE convctx.session SET first_question = " FIRST_QUESTION_OF("$3") \
 	" WHERE " SESSION_KEY
 
 /*
@@ -430,7 +441,7 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id, StartedTurn *out)
  * the number and sets *identity to the session's identity (or NULL).
  */
 static int64
-SessionNextTurn(text *tenant, text *session_id, text **identity)
+SessionNextTurn(text *tenant, text *session_id, text **identity, int64 *live_turns)
 {
 	bool		isnull;
 	Datum		d;
@@ -443,6 +454,7 @@ SessionNextTurn(text *tenant, text *session_id, text **identity)
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	*identity = isnull ? NULL : DatumGetTextPP(d);
+	*live_turns = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -483,7 +495,7 @@ NewTurnColumns(text *tenant, NewTurn *t, pg_uuid_t *turn_id, Datum *values, char
  */
 static bool
 AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
-		   bool *inserted)
+		   bool *inserted, int64 *live_turns)
 {
 	HeapTuple	row;
 	TupleDesc	desc;
@@ -500,6 +512,7 @@ AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
 	d = SPI_getbinval(row, desc, 2, &isnull);
 	*session_identity = isnull ? NULL : DatumGetTextPP(d);
 	*inserted = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
+	*live_turns = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
 	return true;
 }
 
@@ -510,9 +523,9 @@ AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
  */
 static bool
 InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
-		   text **session_identity)
+		   text **session_identity, int64 *live_turns)
 {
-	*turn_no = SessionNextTurn(tenant, t->session_id, session_identity);
+	*turn_no = SessionNextTurn(tenant, t->session_id, session_identity, live_turns);
 
 	/* Linking comes before the insert: the link rule may refuse the call. */
 	if (t->identity_id != NULL)
@@ -569,6 +582,7 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 	int64		turn_no;
 	text	   *session_identity;
 	bool		inserted;
+	int64		live_turns;
 
 	SPI_connect();
 	NewTurnColumns(tenant, t, turn_id, values, nulls);
@@ -585,8 +599,8 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 	}
 	/* (on Citus in statements that each reach one shard: INSERT_TURN_VALUES_SQL) */
 	if (t->identity_id != NULL || ConvctxDistributed() ||
-		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted))
-		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity);
+		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted, &live_turns))
+		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity, &live_turns);
 
 	if (!inserted)
 		RepeatedTurn(tenant, t, out);
@@ -596,6 +610,17 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 		out->turn_no = turn_no;
 		out->repeated = false;
 		out->answer_neutral = out->answer_translated = NULL;
+		/* the session's first live turn: its question makes the default title */
+		if (live_turns == 1)
+		{
+			Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+			Datum		fq_values[3] = {PointerGetDatum(tenant), PointerGetDatum(t->session_id),
+				PointerGetDatum(t->question_neutral)};
+			char		fq_nulls[3] = {' ', ' ', t->question_neutral ? ' ' : 'n'};
+
+			SpiRunPlan(SpiKeptPlan(&first_question_plan, FIRST_QUESTION_SET_SQL, 3, argtypes),
+					   fq_values, fq_nulls, false, 0, SPI_OK_UPDATE);
+		}
 		if (session_identity == NULL && turn_no > convctx_max_session_turns)
 			CapSession(tenant, t->session_id, turn_no);
 	}
