@@ -311,6 +311,37 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		after_session = cstring_to_text("");
 	}
 	TIMESTAMP_NOBEGIN(down_to);
+
+	/* read from the index directly, when it may be */
+	{
+		ListPageRow *rows;
+		int			count;
+
+		if (ListPageRead(tenant, identity, activity, after_session, page_size, &rows, &count))
+		{
+			for (i = 0; i < (uint64) count; i++)
+			{
+				ListPageRow *r = &rows[i];
+				Datum		out[8];
+				bool		nulls[8] = {false, false, false, false, false, false, false, false};
+				text	   *title = r->title ? r->title :
+					(r->first_question ? DefaultTitle(r->first_question) : NULL);
+
+				out[0] = PointerGetDatum(r->session_id);
+				out[1] = PointerGetDatum(title);
+				nulls[1] = title == NULL;
+				out[2] = BoolGetDatum(r->title == NULL);
+				out[3] = TimestampTzGetDatum(r->created_at);
+				out[4] = TimestampTzGetDatum(r->last_activity_at);
+				out[5] = Int64GetDatum(r->live_turns);
+				out[6] = BoolGetDatum(r->linked_later);
+				out[7] = PointerGetDatum(ListCursor(r->last_activity_at, r->session_id));
+				tuplestore_putvalues(result, desc, out, nulls);
+			}
+			return;
+		}
+	}
+
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(identity);
 	values[2] = TimestampTzGetDatum(activity);

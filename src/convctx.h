@@ -250,6 +250,22 @@ extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
 extern bool TurnPageRead(text *tenant, text *session_id, bool forward, int64 bound, int32 limit,
 						 struct Tuplestorestate *result, TupleDesc desc);
 
+/* A row of list_conversations as the session row holds it (recent_turns.c) */
+typedef struct ListPageRow
+{
+	text	   *session_id;
+	text	   *title;			/* NULL: none set */
+	text	   *first_question; /* NULL: no live question */
+	TimestampTz created_at;
+	TimestampTz last_activity_at;
+	int64		live_turns;
+	bool		linked_later;
+} ListPageRow;
+
+/* A page of list_conversations read directly, when it may be (recent_turns.c) */
+extern bool ListPageRead(text *tenant, text *identity, TimestampTz after_activity,
+						 text *after_session, int32 page_size, ListPageRow **rows, int *count);
+
 /* Shapes of retrievals and clarifications (prompt_citations.c, prompt_clarification.c) */
 extern void CheckChunkArray(Jsonb *arr, const char *what);
 extern void CheckQuestions(JsonbContainer *arr, const char *what);

@@ -51,6 +51,7 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
@@ -58,6 +59,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/primnodes.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -123,6 +125,38 @@ static const struct
 	[RC_RECORD_VERSION] = {"record_version", INT4OID},
 };
 
+/* The columns of convctx.session that list_conversations reads. */
+typedef enum ListColumn
+{
+	LC_SESSION_ID,
+	LC_IDENTITY_ID,
+	LC_ACTIVITY_BIN,
+	LC_LAST_ACTIVITY_AT,
+	LC_CREATED_AT,
+	LC_LIVE_TURNS,
+	LC_TITLE,
+	LC_FIRST_QUESTION,
+	LC_LINKED_LATER,
+	LC_COUNT
+} ListColumn;
+
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			list_columns[LC_COUNT] =
+{
+	[LC_SESSION_ID] = {"session_id", TEXTOID},
+	[LC_IDENTITY_ID] = {"identity_id", TEXTOID},
+	[LC_ACTIVITY_BIN] = {"activity_bin", TIMESTAMPTZOID},
+	[LC_LAST_ACTIVITY_AT] = {"last_activity_at", TIMESTAMPTZOID},
+	[LC_CREATED_AT] = {"created_at", TIMESTAMPTZOID},
+	[LC_LIVE_TURNS] = {"live_turns", INT8OID},
+	[LC_TITLE] = {"title", TEXTOID},
+	[LC_FIRST_QUESTION] = {"first_question", TEXTOID},
+	[LC_LINKED_LATER] = {"linked_later", BOOLOID},
+};
+
 /*
  * convctx.turn and its chronology index as this backend last found them;
  * a relcache invalidation of either (ALTER, DROP, a new extension) makes
@@ -141,6 +175,10 @@ static struct
 	AttrNumber	session_session_attnum;
 	AttrNumber	session_last_turn_attnum;
 	AttrNumber	session_live_answers_attnum;
+	/* list_conversations: convctx.session and session_identity_activity */
+	Oid			list_indexid;
+	bool		list_trusted;	/* that index may be read directly */
+	AttrNumber	list_attnum[LC_COUNT];
 }			turn_rels;
 
 static bool turn_rels_callback_registered = false;
@@ -172,7 +210,8 @@ static void
 TurnRelsInvalidate(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == turn_rels.relid || relid == turn_rels.indexid ||
-		relid == turn_rels.session_relid || relid == turn_rels.session_indexid)
+		relid == turn_rels.session_relid || relid == turn_rels.session_indexid ||
+		relid == turn_rels.list_indexid)
 		turn_rels.valid = false;
 }
 
@@ -262,6 +301,37 @@ IndexTrusted(Relation index, Relation rel)
 }
 
 /*
+ * Whether index is session_identity_activity as the list's direct read
+ * assumes: a btree of relid on (tenant_id, identity_id, activity_bin
+ * DESC), no expressions, for the rows WHERE identity_id IS NOT NULL (the
+ * only rows the list asks for).
+ */
+static bool
+IsListIndex(Relation index, Oid relid)
+{
+	List	   *pred;
+	NullTest   *nt;
+
+	if (index->rd_index->indrelid != relid ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		IndexRelationGetNumberOfKeyAttributes(index) != 3 ||
+		index->rd_index->indkey.values[0] != turn_rels.session_tenant_attnum ||
+		index->rd_index->indkey.values[1] != turn_rels.list_attnum[LC_IDENTITY_ID] ||
+		index->rd_index->indkey.values[2] != turn_rels.list_attnum[LC_ACTIVITY_BIN] ||
+		(index->rd_indoption[0] & INDOPTION_DESC) != 0 ||
+		(index->rd_indoption[1] & INDOPTION_DESC) != 0 ||
+		(index->rd_indoption[2] & INDOPTION_DESC) == 0 ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
+		return false;
+	pred = RelationGetIndexPredicate(index);
+	if (list_length(pred) != 1 || !IsA(linitial(pred), NullTest))
+		return false;
+	nt = (NullTest *) linitial(pred);
+	return nt->nulltesttype == IS_NOT_NULL && IsA(nt->arg, Var) &&
+		((Var *) nt->arg)->varattno == turn_rels.list_attnum[LC_IDENTITY_ID];
+}
+
+/*
  * Find convctx.relname and its index indexname (what names both in the
  * error) and open them: a missing one is the catalog of another version.
  */
@@ -323,6 +393,17 @@ TurnRelsLookup(void)
 				   turn_rels.session_session_attnum, InvalidAttrNumber))
 		ReportWrongShape("convctx.session");
 	turn_rels.trusted = turn_rels.trusted && IndexTrusted(index, rel);
+	index_close(index, NoLock);
+
+	/* and the list's index, session_identity_activity */
+	for (c = 0; c < LC_COUNT; c++)
+		turn_rels.list_attnum[c] = ColumnOfType(rel, "convctx.session", list_columns[c].name,
+												list_columns[c].type);
+	turn_rels.list_indexid = get_relname_relid("session_identity_activity", nsp);
+	if (!OidIsValid(turn_rels.list_indexid))
+		ReportWrongShape("convctx.session");
+	index = index_open(turn_rels.list_indexid, AccessShareLock);
+	turn_rels.list_trusted = IsListIndex(index, turn_rels.session_relid) && IndexTrusted(index, rel);
 	index_close(index, NoLock);
 	table_close(rel, NoLock);
 
@@ -789,6 +870,194 @@ TurnPageRead(text *tenant, text *session_id, bool forward, int64 bound, int32 li
 	PG_TRY();
 	{
 		direct = TurnPageReadTables(tenant, session_id, forward, bound, limit, result, desc);
+	}
+	PG_FINALLY();
+	{
+		ActAsCaller(&sw);
+	}
+	PG_END_TRY();
+	return direct;
+}
+
+/* Collation "C" order of two texts: bytes, then length. */
+static int
+TextCmpC(text *a, text *b)
+{
+	int			la = VARSIZE_ANY_EXHDR(a);
+	int			lb = VARSIZE_ANY_EXHDR(b);
+	int			c = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/* The list's order: newest activity first, then session id (bins follow the activity). */
+static int
+ListRowCmp(const void *a, const void *b)
+{
+	const ListPageRow *x = (const ListPageRow *) a;
+	const ListPageRow *y = (const ListPageRow *) b;
+
+	if (x->last_activity_at != y->last_activity_at)
+		return x->last_activity_at > y->last_activity_at ? -1 : 1;
+	return TextCmpC(x->session_id, y->session_id);
+}
+
+/*
+ * A page of list_conversations (browser.c) read from index
+ * session_identity_activity directly: the identity's sessions whose
+ * activity comes before the cursor (after_activity, after_session; the
+ * first page has infinity and ""), page_size of them, in the list's order.
+ * The index holds activity_bin, the last activity rounded down to ten
+ * minutes, in descending order: the scan reads whole bins, from the
+ * cursor's down, until it holds a page, and sorts what it read by the
+ * exact time. Every session of a bin newer than the last one read was
+ * read, so the first page_size rows are exactly the page. A session row
+ * holds all a page shows (the title's start, first_question, and
+ * linked_later), so nothing else is read.
+ */
+static void
+ListPageByIndex(Relation srel, Relation lindex, text *tenant, text *identity,
+				TimestampTz after_activity, text *after_session, int32 page_size,
+				ListPageRow **rows_out, int *count_out)
+{
+	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+	ScanKeyData keys[3];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	TupleDesc	desc = RelationGetDescr(srel);
+	int			size = page_size + 16;
+	ListPageRow *rows = palloc(sizeof(ListPageRow) * size);
+	int			count = 0;
+	bool		full = false;
+	TimestampTz full_bin = 0;
+	Datum	   *values = palloc(sizeof(Datum) * desc->natts);
+	bool	   *isnull = palloc(sizeof(bool) * desc->natts);
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   lindex->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(tenant));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   lindex->rd_indcollation[1], F_TEXTEQ, PointerGetDatum(identity));
+	/* a bin is never after the activity it holds: no bin after the cursor's */
+	ScanKeyEntryInitialize(&keys[2], 0, 3, BTLessEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_TIMESTAMPTZ_LE, TimestampTzGetDatum(after_activity));
+	scan = index_beginscan(srel, lindex, snapshot, 3, 0);
+	index_rescan(scan, keys, 3, NULL, 0);
+	slot = table_slot_create(srel, NULL);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		ListPageRow *r;
+		TimestampTz bin;
+		TimestampTz activity;
+		text	   *session_id;
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		if (slot->tts_isnull[turn_rels.list_attnum[LC_ACTIVITY_BIN] - 1] ||
+			slot->tts_isnull[turn_rels.list_attnum[LC_LAST_ACTIVITY_AT] - 1] ||
+			slot->tts_isnull[turn_rels.list_attnum[LC_SESSION_ID] - 1])
+			continue;			/* not a row the API writes; the SQL query skips it too */
+		bin = DatumGetTimestampTz(slot->tts_values[turn_rels.list_attnum[LC_ACTIVITY_BIN] - 1]);
+		/* a page in hand, and its last bin read to the end */
+		if (full && bin < full_bin)
+			break;
+		activity = DatumGetTimestampTz(slot->tts_values[turn_rels.list_attnum[LC_LAST_ACTIVITY_AT] - 1]);
+		session_id = DatumGetTextPP(slot->tts_values[turn_rels.list_attnum[LC_SESSION_ID] - 1]);
+		/* listed already: at or after the cursor */
+		if (!(activity < after_activity ||
+			  (activity == after_activity && TextCmpC(session_id, after_session) > 0)))
+			continue;
+		if (count == size)
+		{
+			size *= 2;
+			rows = repalloc(rows, sizeof(ListPageRow) * size);
+		}
+		/* one pass over the row, copied into this memory */
+		heap_deform_tuple(ExecCopySlotHeapTuple(slot), desc, values, isnull);
+		r = &rows[count++];
+		r->session_id = DatumGetTextPP(values[turn_rels.list_attnum[LC_SESSION_ID] - 1]);
+		r->title = isnull[turn_rels.list_attnum[LC_TITLE] - 1] ? NULL :
+			DatumGetTextPP(values[turn_rels.list_attnum[LC_TITLE] - 1]);
+		r->first_question = isnull[turn_rels.list_attnum[LC_FIRST_QUESTION] - 1] ? NULL :
+			DatumGetTextPP(values[turn_rels.list_attnum[LC_FIRST_QUESTION] - 1]);
+		r->created_at = DatumGetTimestampTz(values[turn_rels.list_attnum[LC_CREATED_AT] - 1]);
+		r->last_activity_at = activity;
+		r->live_turns = DatumGetInt64(values[turn_rels.list_attnum[LC_LIVE_TURNS] - 1]);
+		r->linked_later = !isnull[turn_rels.list_attnum[LC_LINKED_LATER] - 1] &&
+			DatumGetBool(values[turn_rels.list_attnum[LC_LINKED_LATER] - 1]);
+		if (count == page_size)
+		{
+			full = true;
+			full_bin = bin;
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+
+	qsort(rows, count, sizeof(ListPageRow), ListRowCmp);
+	*rows_out = rows;
+	*count_out = Min(count, page_size);
+}
+
+/* ListPageRead's work, as the extension's owner. */
+static bool
+ListPageReadTables(text *tenant, text *identity, TimestampTz after_activity, text *after_session,
+				   int32 page_size, ListPageRow **rows, int *count)
+{
+	Relation	srel;
+	Relation	lindex;
+
+	for (;;)
+	{
+		if (!turn_rels.valid)
+			TurnRelsLookup();
+		srel = try_table_open(turn_rels.session_relid, AccessShareLock);
+		if (srel == NULL)
+		{
+			turn_rels.valid = false;
+			continue;
+		}
+		lindex = index_open(turn_rels.list_indexid, AccessShareLock);
+		if (turn_rels.valid)
+			break;
+		index_close(lindex, NoLock);
+		table_close(srel, NoLock);
+	}
+	if (!(turn_rels.list_trusted && !ConvctxDistributed() &&
+		  pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		  check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED))
+	{
+		index_close(lindex, NoLock);
+		table_close(srel, NoLock);
+		return false;
+	}
+	ListPageByIndex(srel, lindex, tenant, identity, after_activity, after_session, page_size,
+					rows, count);
+	index_close(lindex, NoLock);
+	table_close(srel, NoLock);
+	return true;
+}
+
+/*
+ * list_conversations' page of the sessions of tenant (decided by the
+ * caller) linked to identity, read directly when nothing but the owner's
+ * rights apply; false, with nothing read, when the caller must run its
+ * SQL instead (on Citus, with row-level security forced, or with an index
+ * that is not the one this version made).
+ */
+bool
+ListPageRead(text *tenant, text *identity, TimestampTz after_activity, text *after_session,
+			 int32 page_size, ListPageRow **rows, int *count)
+{
+	OwnerSwitch sw;
+	volatile bool direct = false;
+
+	*rows = NULL;
+	*count = 0;
+	ActAsOwner(&sw);
+	PG_TRY();
+	{
+		direct = ListPageReadTables(tenant, identity, after_activity, after_session, page_size,
+									rows, count);
 	}
 	PG_FINALLY();
 	{
