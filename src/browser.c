@@ -15,8 +15,11 @@
  * at most once in ten minutes and the updates that count activity stay
  * HOT; the list reads a page's worth of entries in the index's order,
  * to the end of the bin the page ends in, and sorts those few rows by
- * the exact time (LIST_SQL). Turns are paged by turn number on
- * index turn_chronology.
+ * the exact time: directly from the index (ListPageRead, recent_turns.c)
+ * when nothing but the owner's rights apply, else with LIST_SQL. All it
+ * shows is in the session row (the default title's start in
+ * first_question, which every writer that removes a turn keeps right).
+ * Turns are paged by turn number on index turn_chronology.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -278,7 +281,8 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
 }
 
 /*
- * Put the page of identity's conversations after cursor into result.
+ * Put the page of identity's conversations after cursor into result:
+ * read from the index directly when it may be (ListPageRead), else
  * LIST_SQL reads a few more index entries than the page holds. When the
  * page may reach into the bin of the last entry read (a bin can hold more
  * than was read), it runs again reading every entry down to the end of

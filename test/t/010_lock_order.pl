@@ -218,6 +218,18 @@ is($q->(q{
         OR s.live_answers IS DISTINCT FROM coalesce(t.answers, 0)}),
     '0', 'session.live_turns and live_answers match the turns');
 is($q->(q{
+    SELECT count(*) FROM convctx.session s
+     WHERE s.first_question IS DISTINCT FROM
+             (SELECT left(ltrim(q.question_neutral, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)), 320)
+                FROM convctx.turn q
+               WHERE q.tenant_id = s.tenant_id AND q.session_id = s.session_id
+                 AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL
+               ORDER BY q.turn_no LIMIT 1)
+        OR s.linked_later IS DISTINCT FROM
+             coalesce((SELECT l.linked_at > s.created_at FROM convctx.session_link l
+                        WHERE l.tenant_id = s.tenant_id AND l.session_id = s.session_id), false)}),
+    '0', 'session.first_question and linked_later match the turns and the link');
+is($q->(q{
     SELECT count(*) FROM convctx.conversation_context c
      WHERE NOT EXISTS (SELECT FROM convctx.session s
                         WHERE s.tenant_id = c.tenant_id AND s.session_id = c.conversation_id)}),

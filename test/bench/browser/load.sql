@@ -1,4 +1,6 @@
--- Two tenants, written as convctx stores them (as the owner, in bulk):
+-- Two tenants, written as convctx stores them (as the owner, in bulk; the
+-- session row with what start_turn stores there: the start of its first
+-- question, and whether it was linked later):
 --   small: 10^3 turns; identity "few" with 20 one-turn sessions (one
 --          page), session "short1" of 20 turns (one page), the rest in sessions of 96.
 --   big:   :turns turns; identity "many" with 100,000 one-turn sessions (a
@@ -13,11 +15,11 @@ CREATE EXTENSION convctx;
 CREATE FUNCTION pg_temp.fill(tenant text, prefix text, sessions int, per_session int, identity text,
                              minutes_apart boolean) RETURNS void LANGUAGE sql AS $$
     INSERT INTO convctx.session (tenant_id, session_id, identity_id, created_at, last_activity_at,
-                                 last_turn_no, live_turns, live_answers)
+                                 last_turn_no, live_turns, live_answers, first_question, linked_later)
     SELECT tenant, prefix || s, coalesce(identity, 'other' || s),
            now() - s * interval '1 minute' - interval '1 day',
            CASE WHEN minutes_apart THEN now() - s * interval '1 minute' ELSE now() - interval '1 day' END,
-           per_session, per_session, per_session
+           per_session, per_session, per_session, 'question 1 of ' || s, false
       FROM generate_series(1, sessions) s;
     INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)
     SELECT tenant, prefix || s, coalesce(identity, 'other' || s), now() - s * interval '1 minute' - interval '1 day'
@@ -41,7 +43,7 @@ SELECT pg_temp.fill('big', 'fill', greatest((:turns - 110000) / 100, 0), 100, NU
 -- tells an app (ids, version, redaction), not only the texts.
 CREATE TABLE bare_session AS
     SELECT s.identity_id, s.last_activity_at, s.session_id, s.created_at, s.live_turns,
-           'question 1 of ' || s.session_id AS title, false AS linked_later
+           s.first_question AS title, s.linked_later
       FROM convctx.session s WHERE tenant_id = 'big';
 CREATE INDEX ON bare_session (identity_id, last_activity_at DESC, session_id);
 CREATE TABLE bare_turn AS

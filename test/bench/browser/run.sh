@@ -47,6 +47,19 @@ turns_big_10000|big|SELECT * FROM convctx.conversation_turns('long1', 9980, NULL
 bare_turns_start||SELECT turn_no, turn_id, request_id, record_version, question_neutral, answer_neutral, created_at, finalized_at, deleted_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 0 ORDER BY turn_no LIMIT 20;
 bare_turns_10000||SELECT turn_no, turn_id, request_id, record_version, question_neutral, answer_neutral, created_at, finalized_at, deleted_at FROM bare_turn WHERE session_id = 'long1' AND turn_no > 9980 ORDER BY turn_no LIMIT 20;
 SQL
+# the bare list returns what list_conversations does: the same rows and
+# columns (but the cursor), first and 500th page
+for pair in "NULL|" "'$cursor500'|AND (last_activity_at, session_id) < ('$bare_time'::timestamptz, '$bare_id')"; do
+    differ=$(PGOPTIONS="-c convctx.tenant=big" psql -X -At -d "$DB" -c "
+        WITH l AS (SELECT session_id, title, created_at, last_activity_at, live_turns, linked_later
+                     FROM convctx.list_conversations('many', ${pair%%|*}, 20)),
+             b AS (SELECT session_id, title, created_at, last_activity_at, live_turns, linked_later
+                     FROM bare_session WHERE identity_id = 'many' ${pair#*|}
+                    ORDER BY last_activity_at DESC, session_id DESC LIMIT 20)
+        SELECT (SELECT count(*) FROM (SELECT * FROM l EXCEPT ALL SELECT * FROM b) x)
+             + (SELECT count(*) FROM (SELECT * FROM b EXCEPT ALL SELECT * FROM l) y)")
+    [ "$differ" -eq 0 ] || { echo "the bare list and list_conversations differ in $differ rows" >&2; exit 1; }
+done
 # every query returns its page: check once
 while IFS='|' read -r name tenant sql; do
     n=$(PGOPTIONS="-c convctx.tenant=$tenant" psql -X -At -d "$DB" -v c500="$cursor500" -v bt="$bare_time" \
