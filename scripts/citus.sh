@@ -45,7 +45,7 @@ CITUS_TESTS=${CONVCTX_CITUS_TESTS-turns context_store lifecycle prompt security 
 CITUS_ISOLATION=${CONVCTX_CITUS_ISOLATION-audit_retention_erase context_add_delegated_race context_add_race context_erase_race
     context_purge_race context_request_race erase_erase_race erase_link_race finalize_turn_race
     link_session_race list_link_race purge_start_race redact_finalize_race retrieval_redact_race
-    session_cap_race start_turn_race summary_finalize_race summary_redact_race tombstone_read_race}
+    session_cap_race start_turn_race begin_turn_race summary_finalize_race summary_redact_race tombstone_read_race}
 # The databases make installcheck uses: the isolation specs expect an empty
 # store, not what the regression tests leave behind.
 DB=contrib_regression

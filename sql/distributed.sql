@@ -123,6 +123,28 @@ SET convctx.tenant = 'B';
 SELECT line::jsonb -> 'messages' -> 0 ->> 'content' AS first_message FROM convctx.export_messages();
 RESET convctx.tenant;
 
+-- a request in two calls: delegated for a bound role, and for a role bound
+-- to every tenant that names the tenant in the call
+SET SESSION AUTHORIZATION dist_b;
+SELECT convctx.finalize_turn('sB1', turn_id, 'B answer') FROM convctx.begin_turn('sB1', 'r1', 'B question');
+SELECT turn_id IS NOT NULL AS started, repeated, history FROM convctx.begin_turn('sB1', 'r2', 'B second');
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION dist_all;
+SELECT repeated, history FROM convctx.begin_turn('sB1', 'r3', 'B third', tenant => 'B');
+SELECT convctx.finalize_turn('sB1', turn_id, 'B third answer', tenant => 'B')
+FROM convctx.begin_turn('sB1', 'r3', 'B third', tenant => 'B');
+SELECT repeated, answer_neutral, history FROM convctx.begin_turn('sB1', 'r1', 'B question', tenant => 'A');
+RESET SESSION AUTHORIZATION;
+-- a member bound elsewhere gets nothing of B's by SET ROLE
+SET SESSION AUTHORIZATION dist_member;
+SET ROLE dist_b;
+SELECT history FROM convctx.begin_turn('sB1', 'r4', 'B fourth');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+SELECT tenant_id, request_id, turn_no, answer_neutral FROM convctx.turn WHERE session_id = 'sB1'
+ORDER BY 1, 3;
+
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
          convctx.role_tenant;
 DROP ROLE dist_a, dist_b, dist_member, dist_all;
