@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Runs inside pg_virtualenv (PGHOST/PGPORT/PGUSER set), from the build
+# directory: installs the peers' npm packages (exact versions of
+# package-lock.json) into a temporary directory, loads each peer's database,
+# measures chat requests per second per cell in interleaved rounds, then runs
+# the behaviour checks, and prints the tables. Each target is printed with
+# PASS or MISS. Fails only when the run itself fails.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SECONDS_PER_RUN=${CONVCTX_BENCH_SECONDS:-15}
+WARMUP=${CONVCTX_BENCH_WARMUP:-2}
+ROUNDS=${CONVCTX_BENCH_ROUNDS:-3}
+TRIALS=${CONVCTX_BENCH_TRIALS:-20}
+PEERS=(${CONVCTX_BENCH_PEERS:-convctx floor langchain langchain_ix mastra langgraph})
+export PEERS_SHORT=${CONVCTX_BENCH_SHORT:-10} PEERS_SHORT_SESSIONS=${CONVCTX_BENCH_SHORT_SESSIONS:-200}
+export PEERS_LONG=${CONVCTX_BENCH_LONG:-1000} PEERS_LONG_SESSIONS=${CONVCTX_BENCH_LONG_SESSIONS:-100}
+CPUS=$(nproc)
+OUT=$(mktemp -d /tmp/convctx-bench-peers.XXXXXX)
+RESULTS="$OUT/results"
+started=$(date +%s)
+
+psql_run() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+elapsed() { echo "$(( $(date +%s) - started ))s"; }
+
+echo "== installing the peers' packages (npm ci) in $OUT/app ($(elapsed))"
+mkdir "$OUT/app"
+cp "$HERE/package.json" "$HERE/package-lock.json" "$HERE/.npmrc" "$HERE/peers.mjs" "$OUT/app/"
+cp "$HERE/../floor_turn.sql" "$OUT/"
+(cd "$OUT/app" && npm ci --cache "$OUT/npm-cache" --no-audit --no-fund --loglevel=error >"$OUT/npm.log" 2>&1) || {
+    echo "== npm ci failed:"; cat "$OUT/npm.log"; exit 1; }
+echo "   node $(node --version); $(cd "$OUT/app" && node -e '
+    const l = require("./package-lock.json").packages;
+    console.log(Object.keys(require("./package.json").dependencies)
+        .map((n) => n + " " + l["node_modules/" + n].version).join(", "))')"
+peers_js() { node "$OUT/app/peers.mjs" "$@"; }
+
+# CPU ticks of the whole machine, and of this cluster plus our children:
+# the difference over a run is someone else's load (as in turns/run.sh).
+POSTMASTER=$(head -1 "$(psql -X -At -c 'SHOW data_directory')/postmaster.pid")
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $9 }' /proc/stat; }
+our_ticks() {
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER" '
+        { sub(/^.*\) /, ""); ppid = $2 }
+        ppid == pm { t += $12 + $13 }
+        END { print t + 0 }' | { read -r live
+        awk -v live="$live" '{ sub(/^.*\) /, ""); t += $12 + $13 + $14 + $15 } END { print t + live }' \
+            "/proc/$POSTMASTER/stat" "/proc/$$/stat"; }
+}
+other_load() {
+    local m0 s0 o0 t0 m1 s1 o1 t1
+    read -r m0 s0 < <(machine_ticks); o0=$(our_ticks); t0=$(date +%s%N)
+    "$@"
+    read -r m1 s1 < <(machine_ticks); o1=$(our_ticks); t1=$(date +%s%N)
+    read -r OTHER_LOAD STEAL < <(awk -v m="$((m1 - m0))" -v o="$((o1 - o0))" -v s="$((s1 - s0))" \
+        -v ticks="$(awk -v ns="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { print ns / 1e9 * hz }')" \
+        'BEGIN { l = (m - o) * 100 / ticks; printf "%d %d\n", (l < 0 ? 0 : l), s * 100 / ticks }')
+}
+
+# One-client runs on one CPU, the cluster included (as in turns/run.sh).
+ALL_CPUS=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status)
+ONE_CPU=${ALL_CPUS%%[-,]*}
+pin_cluster() {
+    local pid
+    for pid in "$POSTMASTER" $(awk -v pm="$POSTMASTER" '{ sub(/^.*\) /, "") } $2 == pm { split(FILENAME, f, "/"); print f[3] }' \
+                                 /proc/[0-9]*/stat 2>/dev/null || true); do
+        taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true
+    done
+}
+pinned() {
+    local clients=$1 rc=0; shift
+    [ "$clients" -eq 1 ] || { "$@"; return; }
+    pin_cluster "$ONE_CPU"
+    taskset -c "$ONE_CPU" "$@" || rc=$?
+    pin_cluster "$ALL_CPUS"
+    return $rc
+}
+
+# fresh_db NAME PEER: NAME as a copy of PEER's loaded database.
+fresh_db() {
+    psql_run -d postgres -c "DROP DATABASE IF EXISTS $1" \
+        -c "CREATE DATABASE $1 TEMPLATE tpl_$2 STRATEGY FILE_COPY" \
+        -c "ALTER DATABASE $1 SET convctx.max_session_turns = 1000000"
+    psql_run -d "$1" -c 'CHECKPOINT'
+}
+
+echo "== loading: $PEERS_SHORT_SESSIONS sessions x $PEERS_SHORT turns + $PEERS_LONG_SESSIONS sessions x $PEERS_LONG turns per peer ($(elapsed))"
+for peer in "${PEERS[@]}"; do
+    createdb "tpl_$peer"
+    psql_run -d "tpl_$peer" -c "ALTER DATABASE tpl_$peer SET convctx.max_session_turns = 1000000"
+    t0=$(date +%s)
+    PGDATABASE="tpl_$peer" peers_js setup "$peer"
+    psql_run -d "tpl_$peer" -c 'VACUUM ANALYZE'
+    printf '   %-13s loaded in %4ss: %s\n' "$peer" "$(( $(date +%s) - t0 ))" "$(psql_run -d "tpl_$peer" -At -c "
+        SELECT pg_size_pretty(pg_database_size(current_database())) || ' in the database; ' ||
+               string_agg(format('%s %s rows', c.oid::regclass, c.reltuples::bigint), ', ' ORDER BY c.reltuples DESC)
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.reltuples > 0")"
+done
+
+if [[ " ${PEERS[*]} " == *" convctx "* ]]; then
+    psql_run -d tpl_convctx -At -c "SELECT 'convctx ' || extversion FROM pg_extension WHERE extname = 'convctx'" |
+        sed 's/^/   /'
+fi
+
+# cell name, clients, first session, session count
+CELLS=("1 client, $PEERS_SHORT turns|1|1|$PEERS_SHORT_SESSIONS"
+       "8 clients, $PEERS_SHORT turns|8|1|$PEERS_SHORT_SESSIONS"
+       "1 client, $PEERS_LONG turns|1|1001|$PEERS_LONG_SESSIONS"
+       "8 clients, $PEERS_LONG turns|8|1001|$PEERS_LONG_SESSIONS")
+disturbed=""
+echo "== chat requests, ${SECONDS_PER_RUN}s per run after ${WARMUP}s of warm-up, each on a fresh copy of the peer's database ($(elapsed))"
+for cell in "${CELLS[@]}"; do
+    IFS='|' read -r name clients first sessions <<<"$cell"
+    for round in $(seq 1 "$ROUNDS"); do
+        # Rotate the order of the peers from round to round.
+        n=${#PEERS[@]}
+        for i in $(seq 0 $((n - 1))); do
+            peer=${PEERS[$(( (i + round - 1) % n ))]}
+            fresh_db run "$peer"
+            log="$OUT/$peer-c$clients-s$first-r$round.log"
+            if ! other_load pinned "$clients" env PGDATABASE=run node "$OUT/app/peers.mjs" run "$peer" \
+                    "$clients" "$SECONDS_PER_RUN" "$WARMUP" "$first" "$sessions" >"$log" 2>&1; then
+                echo "== $peer failed ($log):"; cat "$log"; exit 1
+            fi
+            read -r requests secs < <(tail -1 "$log")
+            rps=$(awk -v r="$requests" -v s="$secs" 'BEGIN { printf "%.1f", r / s }')
+            echo "run|$name|$peer|$round|$rps" >>"$RESULTS"
+            printf '   %-20s %-13s round %d: %8.1f requests/s   (%% of a core: others %d, steal %d)\n' \
+                "$name" "$peer" "$round" "$rps" "$OTHER_LOAD" "$STEAL"
+            [ "$OTHER_LOAD" -gt 10 ] && disturbed+="${disturbed:+, }$name $peer round $round"
+        done
+    done
+done
+
+echo "== behaviour: $TRIALS retried requests after a lost connection and $TRIALS pairs of concurrent requests per peer ($(elapsed))"
+for peer in "${PEERS[@]}"; do
+    fresh_db beh "$peer"
+    log="$OUT/$peer-behaviour.log"
+    if ! PGDATABASE=beh peers_js behaviour "$peer" "$TRIALS" >"$log" 2>&1; then
+        echo "== $peer behaviour failed ($log):"; cat "$log"; exit 1
+    fi
+    echo "behaviour|$peer|$(grep '^{' "$log" | tail -1)" >>"$RESULTS"
+done
+
+echo
+echo "== results ($(psql -X -At -c "SELECT 'fsync ' || current_setting('fsync') || ', synchronous_commit ' || current_setting('synchronous_commit')"));"
+echo "   requests/s, medians of $ROUNDS interleaved rounds of ${SECONDS_PER_RUN}s per cell [min-max];"
+echo "   1-client runs on one CPU (node and the cluster), 8-client runs on all $CPUS"
+/usr/bin/python3 - "$RESULTS" "${PEERS[@]}" <<'PY'
+import json, statistics, sys
+path, peers = sys.argv[1], sys.argv[2:]
+runs, beh = {}, {}
+for line in open(path):
+    kind, *f = line.rstrip("\n").split("|", 4 if line.startswith("run") else 2)
+    if kind == "run":
+        cell, peer, rnd, rps = f
+        runs.setdefault(cell, {}).setdefault(int(rnd), {})[peer] = float(rps)
+    else:
+        beh[f[0]] = json.loads(f[1])
+fmt = lambda x: ("%.0f" % x) if x >= 100 else ("%.1f" % x)
+base = "convctx" if "convctx" in peers else None
+print()
+print("%-20s" % "cell" + "".join(" | %-18s" % p for p in peers))
+for cell, rounds in runs.items():
+    row = "%-20s" % cell
+    for p in peers:
+        v = [r[p] for r in rounds.values() if p in r]
+        row += " | %-18s" % ("%s [%s-%s]" % (fmt(statistics.median(v)), fmt(min(v)), fmt(max(v))))
+    print(row)
+targets = []
+if base:
+    print()
+    print("ratio to convctx (median of the rounds' ratios [min-max]; < 1: slower than convctx)")
+    print("%-20s" % "cell" + "".join(" | %-18s" % p for p in peers if p != base))
+    for cell, rounds in runs.items():
+        row = "%-20s" % cell
+        for p in peers:
+            if p == base:
+                continue
+            r = [x[p] / x[base] for x in rounds.values()]
+            m = statistics.median(r)
+            row += " | %-18s" % ("%.2f [%.2f-%.2f]" % (m, min(r), max(r)))
+            if p == "floor":
+                targets.append(("%s: convctx >= 0.90 x the bare-table floor" % cell, 1 / m >= 0.9, "%.2f" % (1 / m)))
+            else:
+                targets.append(("%s: convctx >= %s" % (cell, p), m <= 1, "%.2f" % (1 / m)))
+        print(row)
+print()
+print("behaviour (counts, not timings), per peer:")
+print("  (a) retry: the connection is terminated after the question is stored and before the answer is;")
+print("      the client retries the same request (same request id for convctx and the floor; LangChain and")
+print("      Mastra have none and re-send; LangGraph resumes the thread's interrupted run, invoke(null))")
+print("  (b) concurrent: two requests in one session, different questions, started together (model 50 ms)")
+print("  duplicated: extra copies of a question or answer; lost: a request whose question or answer is not")
+print("  in the history read back; mis-paired: a turn whose answer is not stored right after its question")
+print()
+print("%-13s | %-44s | %s" % ("peer", "(a) retry: killed/failed/retry failed; dup lost mis", "(b) concurrent: failed; dup lost mis"))
+for p in peers:
+    if p not in beh:
+        continue
+    a, b = beh[p]["retry"], beh[p]["concurrent"]
+    extra = ", resumed %d" % a["resumed"] if "resumed" in a else ""
+    print("%-13s | %-44s | %s" % (p,
+          "%d/%d/%d of %d%s; %d %d %d" % (a["killed"], a["failed"], a["retryFailed"], a["trials"], extra,
+                                           a["duplicated"], a["lost"], a["misPaired"]),
+          "%d of %d; %d %d %d" % (b["failed"], 2 * b["trials"], b["duplicated"], b["lost"], b["misPaired"])))
+    for kind, t in (("retry", a), ("concurrent", b)):
+        for what, msg in t.get("errors", {}).items():
+            print("%-13s   %s %s error: %s" % ("", kind, what, msg))
+if base and base in beh:
+    a, b = beh[base]["retry"], beh[base]["concurrent"]
+    bad = sum(t[k] for t in (a, b) for k in ("duplicated", "lost", "misPaired"))
+    targets.append(("convctx: no duplicated, lost or mis-paired turn", bad == 0, str(bad)))
+    targets.append(("convctx: every retry answered", a["retryFailed"] == 0 and a["killed"] == a["trials"],
+                    "%d killed, %d retries failed" % (a["killed"], a["retryFailed"])))
+if targets:
+    print()
+    print("targets:")
+    for what, ok, val in targets:
+        print("  %-58s %-12s %s" % (what, val, "PASS" if ok else "MISS"))
+PY
+if [ -n "$disturbed" ]; then
+    echo
+    echo "disturbed (other processes used > 10% of a core): $disturbed"
+fi
+echo "total $(elapsed) in the cluster"
+rm -rf "$OUT"
