@@ -88,6 +88,7 @@ class Convctx {
         const begun = (await this.pool.query({
             name: 'begin', text: 'SELECT * FROM convctx.begin_turn($1, $2, $3)',
             values: [session, requestId, question] })).rows[0];
+        if (begun.repeated) this.repeated = (this.repeated ?? 0) + 1;
         if (begun.answer_neutral !== null) return begun.answer_neutral; // a retry of a finished turn
         const answer = await model(question, begun.history);
         await this.pool.query({
@@ -376,13 +377,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // ---------------------------------------------------------------- behaviour
 
 // Terminates the peer's backend at the point after the question is stored
-// and before the answer is: once the question is in and the peer's
-// connections are idle, lock the tables the answer goes to; the store of the
-// answer waits on that lock, and is terminated there.
-function killBeforeAnswer(admin, peer) {
-    let watcher = null;
+// and before the answer is: once the question can be read back and the
+// peer's connections are idle, lock the tables the answer goes to; the
+// store of the answer waits on that lock, and is terminated there.
+function killBeforeAnswer(admin, peer, session, tag) {
+    let watcher = null, stored = false;
     const hook = async () => {
         beforeAnswer = null;
+        // LangGraph writes its checkpoints in the background: wait for the
+        // question to be in.
+        for (let i = 0; i < 500 && !stored; i++) {
+            stored = (await peer.history(session)).some((m) => m.role === 'q' && tagOf(m.text) === tag);
+            if (!stored) await sleep(10);
+        }
         for (let i = 0; i < 500; i++) {
             const busy = (await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity
                 WHERE application_name = $1 AND state NOT LIKE 'idle%'`, [APP])).rows[0].n;
@@ -405,7 +412,7 @@ function killBeforeAnswer(admin, peer) {
             }
         })();
     };
-    return { hook, killed: () => watcher ?? Promise.resolve(false) };
+    return { hook, killed: () => watcher ?? Promise.resolve(false), stored: () => stored };
 }
 
 // Keep the first error of each kind, for the log.
@@ -445,24 +452,31 @@ async function behaviour(peerName, trials) {
 
     // (a) the connection is lost after the question is stored, the client
     // retries the same request (same request id where the peer has one).
-    let a = { trials, killed: 0, failed: 0, retryFailed: 0, duplicated: 0, lost: 0, misPaired: 0 };
+    // killed: the backend was terminated with the question stored and the
+    // answer waiting.
+    let a = { trials, killed: 0, missed: 0, failed: 0, retryFailed: 0, duplicated: 0, lost: 0, misPaired: 0 };
     for (let t = 0; t < trials; t++) {
         const session = `ra-${peerName}-${t}`, tag = `ra${t}`, question = `Q${tag} ${QUESTION}`;
         const requestId = randomUUID();
         await prior(session);
-        const kill = killBeforeAnswer(admin, peer);
+        const kill = killBeforeAnswer(admin, peer, session, tag);
         beforeAnswer = kill.hook;
         let failed = false;
         try { await peer.request(session, requestId, question); } catch (e) { failed = true; note(a, 'request', e); }
         beforeAnswer = null;
-        if (await kill.killed()) a.killed++;
+        const hit = (await kill.killed()) && kill.stored();
         if (failed) {
-            a.failed++;
-            try { await peer.request(session, requestId, question, true); } catch (e) { a.retryFailed++; note(a, 'retry', e); }
+            try { await peer.request(session, requestId, question, true); } catch (e) { failed = 'retry'; note(a, 'retry', e); }
         }
+        // Only the trials where the kill hit its point count.
+        if (!hit) { a.missed++; continue; }
+        a.killed++;
+        if (failed) a.failed++;
+        if (failed === 'retry') a.retryFailed++;
         count(await peer.history(session), [tag], a);
     }
     if (peer.resumed !== undefined) a.resumed = peer.resumed;
+    if (peer instanceof Convctx) a.repeated = peer.repeated ?? 0;
     result.retry = a;
 
     // (b) two requests in one session, different questions, started together.

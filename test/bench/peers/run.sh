@@ -78,7 +78,7 @@ pinned() {
 
 # fresh_db NAME PEER: NAME as a copy of PEER's loaded database.
 fresh_db() {
-    psql_run -d postgres -c "DROP DATABASE IF EXISTS $1" \
+    PGOPTIONS="-c client_min_messages=warning" psql_run -d postgres -c "DROP DATABASE IF EXISTS $1" \
         -c "CREATE DATABASE $1 TEMPLATE tpl_$2 STRATEGY FILE_COPY" \
         -c "ALTER DATABASE $1 SET convctx.max_session_turns = 1000000"
     psql_run -d "$1" -c 'CHECKPOINT'
@@ -193,18 +193,24 @@ print("      the client retries the same request (same request id for convctx an
 print("      Mastra have none and re-send; LangGraph resumes the thread's interrupted run, invoke(null))")
 print("  (b) concurrent: two requests in one session, different questions, started together (model 50 ms)")
 print("  duplicated: extra copies of a question or answer; lost: a request whose question or answer is not")
-print("  in the history read back; mis-paired: a turn whose answer is not stored right after its question")
+print("  in the history read back; mis-paired: a turn whose answer is not stored right after its question;")
+print("  killed: trials where the backend was terminated with the question stored and the answer waiting")
+print("  (only those count); retry!: retries that failed; resumed: LangGraph runs resumed; repeated:")
+print("  retries that begin_turn recognised")
 print()
-print("%-13s | %-44s | %s" % ("peer", "(a) retry: killed/failed/retry failed; dup lost mis", "(b) concurrent: failed; dup lost mis"))
+print("%-13s | %-35s | %-21s |" % ("", "(a) retry after a lost connection", "(b) two concurrent"))
+print("%-13s | %-6s %-6s %-6s %-4s %-4s %-4s | %-6s %-4s %-4s %-4s | %s" % (
+      "peer", "killed", "failed", "retry!", "dup", "lost", "mis", "failed", "dup", "lost", "mis", "notes"))
 for p in peers:
     if p not in beh:
         continue
     a, b = beh[p]["retry"], beh[p]["concurrent"]
-    extra = ", resumed %d" % a["resumed"] if "resumed" in a else ""
-    print("%-13s | %-44s | %s" % (p,
-          "%d/%d/%d of %d%s; %d %d %d" % (a["killed"], a["failed"], a["retryFailed"], a["trials"], extra,
-                                           a["duplicated"], a["lost"], a["misPaired"]),
-          "%d of %d; %d %d %d" % (b["failed"], 2 * b["trials"], b["duplicated"], b["lost"], b["misPaired"])))
+    notes = ", ".join(n for n in ("resumed %d" % a["resumed"] if "resumed" in a else "",
+                                  "repeated %d" % a["repeated"] if "repeated" in a else "",
+                                  "missed the kill point %d" % a["missed"] if a.get("missed") else "") if n)
+    print("%-13s | %-6s %-6d %-6d %-4d %-4d %-4d | %-6s %-4d %-4d %-4d | %s" % (
+          p, "%d/%d" % (a["killed"], a["trials"]), a["failed"], a["retryFailed"], a["duplicated"], a["lost"],
+          a["misPaired"], "%d/%d" % (b["failed"], 2 * b["trials"]), b["duplicated"], b["lost"], b["misPaired"], notes))
     for kind, t in (("retry", a), ("concurrent", b)):
         for what, msg in t.get("errors", {}).items():
             print("%-13s   %s %s error: %s" % ("", kind, what, msg))
@@ -212,7 +218,7 @@ if base and base in beh:
     a, b = beh[base]["retry"], beh[base]["concurrent"]
     bad = sum(t[k] for t in (a, b) for k in ("duplicated", "lost", "misPaired"))
     targets.append(("convctx: no duplicated, lost or mis-paired turn", bad == 0, str(bad)))
-    targets.append(("convctx: every retry answered", a["retryFailed"] == 0 and a["killed"] == a["trials"],
+    targets.append(("convctx: every retry answered", a["retryFailed"] == 0 and a["killed"] > 0,
                     "%d killed, %d retries failed" % (a["killed"], a["retryFailed"])))
 if targets:
     print()
