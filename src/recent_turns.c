@@ -497,7 +497,8 @@ SessionLastTurnNo(Relation srel, Relation sindex, Snapshot snapshot,
  */
 static void
 RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
-				   text *tenant, text *session_id, int32 limit, int64 before, RecentTurns *rt)
+				   text *tenant, text *session_id, int32 limit, int64 before, int64 live_hint,
+				   RecentTurns *rt)
 {
 	Snapshot	snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
 	ScanKeyData keys[4];
@@ -506,10 +507,22 @@ RecentTurnsByIndex(Relation rel, Relation index, Relation srel, Relation sindex,
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			capacity = 0;
 	int64		live;
-	int64		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id, &live);
+	int64		last;
 	int64		span;
 	int64		upper = (before == PG_INT64_MAX) ? PG_INT64_MAX : before - 1;
 	int64		lower;
+
+	/*
+	 * The caller that just numbered turn `before` under the session row's
+	 * lock knows what the row says (begin_turn); else it is read.
+	 */
+	if (before != PG_INT64_MAX && live_hint >= 0)
+	{
+		last = before - 1;
+		live = live_hint;
+	}
+	else
+		last = SessionLastTurnNo(srel, sindex, snapshot, tenant, session_id, &live);
 
 	/*
 	 * No more turns than the session has: the scan stops at its oldest live
@@ -673,14 +686,14 @@ TurnRelsDirect(void)
  */
 static void
 RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, int64 before,
-					  RecentTurns *rt)
+					  int64 live_hint, RecentTurns *rt)
 {
 	TurnRels	r;
 
 	TurnRelsOpen(&r);
 	if (TurnRelsDirect())
 		RecentTurnsByIndex(r.rel, r.index, r.srel, r.sindex, tenant, session_id, limit,
-						   before, rt);
+						   before, live_hint, rt);
 	else
 		RecentTurnsBySql(tenant, session_id, limit, before, rt);
 	TurnRelsClose(&r);
@@ -691,7 +704,8 @@ RecentTurnsReadTables(text *tenant, text *session_id, int32 limit, int64 before,
  * tenant numbered below before (PG_INT64_MAX: all), newest first.
  */
 static void
-RecentTurnsRead(text *tenant, text *session_id, int32 limit, int64 before, RecentTurns *rt)
+RecentTurnsRead(text *tenant, text *session_id, int32 limit, int64 before, int64 live_hint,
+				RecentTurns *rt)
 {
 	OwnerSwitch sw;
 
@@ -702,7 +716,7 @@ RecentTurnsRead(text *tenant, text *session_id, int32 limit, int64 before, Recen
 	ActAsOwner(&sw);
 	PG_TRY();
 	{
-		RecentTurnsReadTables(tenant, session_id, limit, before, rt);
+		RecentTurnsReadTables(tenant, session_id, limit, before, live_hint, rt);
 	}
 	PG_FINALLY();
 	{
@@ -1088,7 +1102,7 @@ convctx_recent_turns(PG_FUNCTION_ARGS)
 		elog(ERROR, "recent_turns is declared with %d result columns, expected %d",
 			 rsinfo->setDesc->natts, RC_OUTPUT_COLUMNS);
 
-	RecentTurnsRead(CurrentTenant(), session_id, limit, PG_INT64_MAX, &rt);
+	RecentTurnsRead(CurrentTenant(), session_id, limit, PG_INT64_MAX, -1, &rt);
 	for (i = rt.count - 1; i >= 0; i--)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, RowValues(&rt, i), RowNulls(&rt, i));
 
@@ -1099,15 +1113,17 @@ convctx_recent_turns(PG_FUNCTION_ARGS)
  * The prompt history: the last `limit` finalized, live, current-version
  * turns of a session of tenant numbered below before (PG_INT64_MAX: all),
  * as a jsonb array of {"question_neutral", "answer_neutral"}, oldest first.
+ * live_answers: the session row's count when the caller holds the row's
+ * lock since it numbered turn `before`, else -1.
  */
 Jsonb *
-RecentHistory(text *tenant, text *session_id, int32 limit, int64 before)
+RecentHistory(text *tenant, text *session_id, int32 limit, int64 before, int64 live_answers)
 {
 	JsonbParseState *state = NULL;
 	RecentTurns rt;
 	int			i;
 
-	RecentTurnsRead(tenant, session_id, limit, before, &rt);
+	RecentTurnsRead(tenant, session_id, limit, before, live_answers, &rt);
 
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (i = rt.count - 1; i >= 0; i--)
@@ -1142,5 +1158,5 @@ convctx_recent_turns_json(PG_FUNCTION_ARGS)
 	text	   *session_id = ArgRequiredId(fcinfo, 0, "session_id");
 	int32		limit = ArgLimit(fcinfo, 1, "turn_limit");
 
-	PG_RETURN_JSONB_P(RecentHistory(CurrentTenant(), session_id, limit, PG_INT64_MAX));
+	PG_RETURN_JSONB_P(RecentHistory(CurrentTenant(), session_id, limit, PG_INT64_MAX, -1));
 }

@@ -15,6 +15,7 @@
 
 #include "utils/jsonb.h"
 
-extern Jsonb *RecentHistory(text *tenant, text *session_id, int32 limit, int64 before);
+extern Jsonb *RecentHistory(text *tenant, text *session_id, int32 limit, int64 before,
+							 int64 live_answers);
 
 #endif							/* CONVCTX_RECENT_TURNS_H */

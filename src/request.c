@@ -64,7 +64,8 @@ BeginTurn(text *tenant, NewTurn *t, int32 turn_limit, RequestStart *out)
 	/* What the start wrote is visible to the snapshot taken after it. */
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	out->history = RecentHistory(tenant, t->session_id, turn_limit, out->turn.turn_no);
+	out->history = RecentHistory(tenant, t->session_id, turn_limit, out->turn.turn_no,
+								 out->turn.live_answers);
 	out->context = ContextLoad(tenant, t->session_id, false);
 	PopActiveSnapshot();
 }

@@ -46,12 +46,15 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -65,6 +68,11 @@ static SPIPlanPtr session_untouch_plan = NULL;
 static SPIPlanPtr insert_turn_plan = NULL;
 static SPIPlanPtr insert_turn_values_plan = NULL;
 static SPIPlanPtr append_plan = NULL;
+static SPIPlanPtr append_at_plan = NULL;
+static SPIPlanPtr session_next_turn_at_plan = NULL;
+static SPIPlanPtr finalize_at_plan = NULL;
+static SPIPlanPtr session_untouch_at_plan = NULL;
+static SPIPlanPtr count_answer_at_plan = NULL;
 static SPIPlanPtr cap_plan = NULL;
 static SPIPlanPtr first_question_plan = NULL;
 static SPIPlanPtr finalize_plan = NULL;
@@ -105,12 +113,23 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" WHERE " SESSION_KEY \
 	"   AND request_id OPERATOR(pg_catalog.=) $3 AND replaced_by_turn_id IS NULL"
 
+/*
+ * The session row at the place p where this transaction last put it
+ * (session_place below), if it is still there and has the key. The key is
+ * wrapped in IS TRUE so that no plan can read it from session_pkey: the
+ * statement reads the one tuple p names (a TID scan), whatever the
+ * table's statistics say.
+ */
+#define SESSION_ROW_AT(p) "ctid OPERATOR(pg_catalog.=) " p " AND (" SESSION_KEY ") IS TRUE"
+
 /* Number the next turn of an existing session, locking its row. */
-#define SESSION_NEXT_TURN_SQL \
+#define SESSION_NEXT_TURN_WHERE(w) \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.+) 1," \
 	"       live_turns = live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_SET \
-	" WHERE " SESSION_KEY \
-	" RETURNING last_turn_no, identity_id, live_turns"
+	" WHERE " w \
+	" RETURNING last_turn_no, identity_id, live_turns, ctid, live_answers"
+#define SESSION_NEXT_TURN_SQL SESSION_NEXT_TURN_WHERE(SESSION_KEY)
+#define SESSION_NEXT_TURN_AT_SQL SESSION_NEXT_TURN_WHERE(SESSION_ROW_AT("$3"))
 
 /* The same for a session that may not exist yet (two may race to create it). */
 #define SESSION_CREATE_SQL \
@@ -119,17 +138,23 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" ON CONFLICT (tenant_id, session_id) DO UPDATE" \
 	" SET last_turn_no = s.last_turn_no OPERATOR(pg_catalog.+) 1," \
 	"     live_turns = s.live_turns OPERATOR(pg_catalog.+) 1," SESSION_ACTIVITY_UPSERT \
-	" RETURNING last_turn_no, identity_id, live_turns"
+	" RETURNING last_turn_no, identity_id, live_turns, ctid, live_answers"
 
-#define SESSION_UNTOUCH_SQL \
+#define SESSION_UNTOUCH_WHERE(w) \
 	"UPDATE convctx.session SET last_turn_no = last_turn_no OPERATOR(pg_catalog.-) 1," \
 	"       live_turns = live_turns OPERATOR(pg_catalog.-) 1" \
-	" WHERE " SESSION_KEY
+	" WHERE " w \
+	" RETURNING ctid"
+#define SESSION_UNTOUCH_SQL SESSION_UNTOUCH_WHERE(SESSION_KEY)
+#define SESSION_UNTOUCH_AT_SQL SESSION_UNTOUCH_WHERE(SESSION_ROW_AT("$3"))
 
 /* $3: the change of the answer count (-1 gives back one counted in vain). */
-#define COUNT_ANSWER_SQL \
+#define COUNT_ANSWER_WHERE(w) \
 	"UPDATE convctx.session SET live_answers = live_answers OPERATOR(pg_catalog.+) $3" \
-	" WHERE " SESSION_KEY
+	" WHERE " w \
+	" RETURNING ctid"
+#define COUNT_ANSWER_SQL COUNT_ANSWER_WHERE(SESSION_KEY)
+#define COUNT_ANSWER_AT_SQL COUNT_ANSWER_WHERE(SESSION_ROW_AT("$4"))
 
 /*
  * Insert a new turn unless its request has one. Run with the session row
@@ -168,8 +193,8 @@ static SPIPlanPtr live_turn_no_plan = NULL;
  * catches a duplicate. No row when the session does not exist; else the
  * number taken, the session's identity and whether the turn was inserted.
  */
-#define APPEND_SQL \
-	"WITH s AS (" SESSION_NEXT_TURN_SQL ")," \
+#define APPEND_WHERE(w) \
+	"WITH s AS (" SESSION_NEXT_TURN_WHERE(w) ")," \
 	" t AS (INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id," \
 	"       identity_id, translate_chat, question_neutral, question_translated," \
 	"       metadata, pipeline_name, consultant, repository, created_at)" \
@@ -177,7 +202,10 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	"     FROM s" \
 	"   ON CONFLICT (tenant_id, session_id, request_id) WHERE replaced_by_turn_id IS NULL" \
 	"   DO NOTHING RETURNING 1)" \
-	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t), s.live_turns FROM s"
+	" SELECT s.last_turn_no, s.identity_id, EXISTS (SELECT 1 FROM t), s.live_turns, s.ctid," \
+	"        s.live_answers FROM s"
+#define APPEND_SQL APPEND_WHERE(SESSION_KEY)
+#define APPEND_AT_SQL APPEND_WHERE(SESSION_ROW_AT("$13"))
 
 #define CAP_SQL \
 	"WITH r AS (DELETE FROM convctx.turn_retrieval" \
@@ -215,11 +243,12 @@ static SPIPlanPtr live_turn_no_plan = NULL;
  * answer even then: the caller gives it back. Returns the turn's number and
  * the turn_no the session's summary covers to.
  */
-#define FINALIZE_SQL \
+#define FINALIZE_SESSION_WHERE(w) \
 	"WITH s AS (UPDATE convctx.session" \
 	"   SET live_answers = live_answers OPERATOR(pg_catalog.+) 1" \
-	" WHERE " SESSION_KEY \
-	" RETURNING summary_through_turn_no)" \
+	" WHERE " w \
+	" RETURNING summary_through_turn_no, ctid)"
+#define FINALIZE_TURN_SET \
 	" UPDATE convctx.turn t SET" \
 	"  answer_neutral = $4," \
 	"  answer_translated = CASE WHEN $5::pg_catalog.text IS NULL AND t.translate_chat" \
@@ -232,8 +261,22 @@ static SPIPlanPtr live_turn_no_plan = NULL;
 	" FROM s" \
 	" WHERE " SESSION_KEY_AT("t") \
 	"   AND t.turn_id OPERATOR(pg_catalog.=) $3" \
-	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL" \
-	" RETURNING t.turn_no, s.summary_through_turn_no, t.metadata"
+	"   AND t.finalized_at IS NULL AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+#define FINALIZE_SQL \
+	FINALIZE_SESSION_WHERE(SESSION_KEY) FINALIZE_TURN_SET \
+	" RETURNING t.turn_no, s.summary_through_turn_no, t.metadata, s.ctid"
+
+/*
+ * The same at the place of the session row ($9): a row whenever the
+ * session row was there, with the turn's columns NULL when it was not
+ * finalized, so that a place that is out of date (no row) is told from a
+ * turn in the wrong state (the answer counted in vain).
+ */
+#define FINALIZE_AT_SQL \
+	FINALIZE_SESSION_WHERE(SESSION_ROW_AT("$9")) "," \
+	" u AS (" FINALIZE_TURN_SET \
+	"       RETURNING t.turn_no, t.metadata)" \
+	" SELECT u.turn_no, s.summary_through_turn_no, u.metadata, s.ctid FROM s LEFT JOIN u ON true"
 
 /* A summary that covers a turn finalized after it was written covers its answer too. */
 #define SUMMARY_COUNT_ANSWER_SQL \
@@ -352,6 +395,69 @@ TextEqual(Datum a, text *b)
 }
 
 /*
+ * Where this transaction last put a session's row: its tuple id. A
+ * transaction that writes many turns of one session (a batch, a migration
+ * replaying a history through the API, a test) finds the row there, by a
+ * TID scan. Through session_pkey each statement would walk every version
+ * of the row the transaction wrote, none of which can be pruned before it
+ * ends, and every turn would cost more than the one before. A place that
+ * is out of date (a later statement moved the row, the subtransaction
+ * that put it there rolled back) finds no row, and the statement runs
+ * again by the key. Not on Citus, whose shards hold the rows.
+ */
+static struct
+{
+	TransactionId xid;
+	char	   *key;			/* tenant, '\0', session; in TopMemoryContext */
+	Size		keylen;
+	ItemPointerData tid;
+}			session_place;
+
+static bool
+SessionPlaceGet(text *tenant, text *session_id, Datum *tid)
+{
+	TransactionId xid = GetTopTransactionIdIfAny();
+	Size		tl = VARSIZE_ANY_EXHDR(tenant);
+	Size		sl = VARSIZE_ANY_EXHDR(session_id);
+
+	if (!TransactionIdIsValid(xid) || xid != session_place.xid ||
+		session_place.keylen != tl + 1 + sl ||
+		memcmp(session_place.key, VARDATA_ANY(tenant), tl) != 0 ||
+		memcmp(session_place.key + tl + 1, VARDATA_ANY(session_id), sl) != 0 ||
+		ConvctxDistributed())
+		return false;
+	*tid = PointerGetDatum(&session_place.tid);
+	return true;
+}
+
+/* The row is at tid now (column col of the last result's first row). */
+static void
+SessionPlaceSet(text *tenant, text *session_id, int col)
+{
+	Size		tl = VARSIZE_ANY_EXHDR(tenant);
+	Size		sl = VARSIZE_ANY_EXHDR(session_id);
+	bool		isnull;
+	Datum		tid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		return;
+	if (session_place.keylen != tl + 1 + sl ||
+		memcmp(session_place.key, VARDATA_ANY(tenant), tl) != 0 ||
+		memcmp(session_place.key + tl + 1, VARDATA_ANY(session_id), sl) != 0)
+	{
+		if (session_place.key)
+			pfree(session_place.key);
+		session_place.key = MemoryContextAlloc(TopMemoryContext, tl + 1 + sl);
+		memcpy(session_place.key, VARDATA_ANY(tenant), tl);
+		session_place.key[tl] = '\0';
+		memcpy(session_place.key + tl + 1, VARDATA_ANY(session_id), sl);
+		session_place.keylen = tl + 1 + sl;
+	}
+	session_place.xid = GetTopTransactionIdIfAny();
+	ItemPointerCopy((ItemPointer) DatumGetPointer(tid), &session_place.tid);
+}
+
+/*
  * Lock a session's row until the end of the transaction, as start_turn
  * does, so that no turn of the session is added or replaced meanwhile.
  * Returns false when the session does not exist. SPI must be connected.
@@ -395,13 +501,21 @@ LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id)
 static bool
 CountAnswer(text *tenant, text *session_id, int64 delta)
 {
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
-	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
-	Int64GetDatum(delta)};
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, INT8OID, TIDOID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(delta), (Datum) 0};
 
-	SpiRunPlan(SpiKeptPlan(&count_answer_plan, COUNT_ANSWER_SQL, 3, argtypes),
-			   values, NULL, false, 0, SPI_OK_UPDATE);
-	return SPI_processed > 0;
+	SPI_processed = 0;
+	if (SessionPlaceGet(tenant, session_id, &values[3]))
+		SpiRunPlan(SpiKeptPlan(&count_answer_at_plan, COUNT_ANSWER_AT_SQL, 4, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 0)
+		SpiRunPlan(SpiKeptPlan(&count_answer_plan, COUNT_ANSWER_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 0)
+		return false;
+	SessionPlaceSet(tenant, session_id, 1);
+	return true;
 }
 
 /*
@@ -424,6 +538,7 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id, StartedTurn *out)
 	out->turn_id = DatumGetUUIDP(SpiFirstDatumCopy(1, &isnull));
 	out->turn_no = DatumGetInt64(SpiFirstDatumCopy(2, &isnull));
 	out->repeated = true;
+	out->live_answers = -1;
 	out->answer_neutral = out->answer_translated = NULL;
 	if (DatumGetBool(SpiFirstDatumCopy(3, &isnull)))
 	{
@@ -440,21 +555,41 @@ FindRequest(Datum tenant, Datum session_id, Datum request_id, StartedTurn *out)
  * the session row stays locked until the end of the transaction. Returns
  * the number and sets *identity to the session's identity (or NULL).
  */
+/* The session's counts as a new turn left them. */
+typedef struct SessionCounts
+{
+	int64		live_turns;		/* the new turn included */
+	int64		live_answers;
+} SessionCounts;
+
 static int64
-SessionNextTurn(text *tenant, text *session_id, text **identity, int64 *live_turns)
+SessionNextTurn(text *tenant, text *session_id, text **identity, SessionCounts *counts)
 {
 	bool		isnull;
 	Datum		d;
+	Datum		tid;
 
-	SpiRunSessionPlan(&session_next_turn_plan, SESSION_NEXT_TURN_SQL, tenant, session_id,
-					  false, 0, SPI_OK_UPDATE_RETURNING);
+	SPI_processed = 0;
+	if (SessionPlaceGet(tenant, session_id, &tid))
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, TIDOID};
+		Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id), tid};
+
+		SpiRunPlan(SpiKeptPlan(&session_next_turn_at_plan, SESSION_NEXT_TURN_AT_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	}
+	if (SPI_processed == 0)
+		SpiRunSessionPlan(&session_next_turn_plan, SESSION_NEXT_TURN_SQL, tenant, session_id,
+						  false, 0, SPI_OK_UPDATE_RETURNING);
 	if (SPI_processed == 0)
 		SpiRunSessionPlan(&session_create_plan, SESSION_CREATE_SQL, tenant, session_id,
 						  false, 0, SPI_OK_INSERT_RETURNING);
+	SessionPlaceSet(tenant, session_id, 4);
 
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	*identity = isnull ? NULL : DatumGetTextPP(d);
-	*live_turns = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	counts->live_turns = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	counts->live_answers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -462,6 +597,12 @@ SessionNextTurn(text *tenant, text *session_id, text **identity, int64 *live_tur
 static Oid	new_turn_argtypes[14] = {
 	TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID, JSONBOID,
 	TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TEXTOID
+};
+
+/* Those of APPEND_AT_SQL: APPEND_SQL's and the place of the session row. */
+static Oid	append_at_argtypes[13] = {
+	TEXTOID, TEXTOID, UUIDOID, TEXTOID, BOOLOID, TEXTOID, TEXTOID, JSONBOID,
+	TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIDOID
 };
 
 /*
@@ -495,24 +636,36 @@ NewTurnColumns(text *tenant, NewTurn *t, pg_uuid_t *turn_id, Datum *values, char
  */
 static bool
 AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
-		   bool *inserted, int64 *live_turns)
+		   bool *inserted, SessionCounts *counts)
 {
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
 	Datum		d;
+	text	   *tenant = DatumGetTextPP(values[0]);
+	text	   *session_id = DatumGetTextPP(values[1]);
 
-	SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 12, new_turn_argtypes), values, nulls,
-			   false, 0, SPI_OK_SELECT);
+	SPI_processed = 0;
+	if (SessionPlaceGet(tenant, session_id, &values[12]))
+	{
+		nulls[12] = ' ';
+		SpiRunPlan(SpiKeptPlan(&append_at_plan, APPEND_AT_SQL, 13, append_at_argtypes), values,
+				   nulls, false, 0, SPI_OK_SELECT);
+	}
+	if (SPI_processed == 0)
+		SpiRunPlan(SpiKeptPlan(&append_plan, APPEND_SQL, 12, new_turn_argtypes), values, nulls,
+				   false, 0, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
+	SessionPlaceSet(tenant, session_id, 5);
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	*turn_no = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
 	d = SPI_getbinval(row, desc, 2, &isnull);
 	*session_identity = isnull ? NULL : DatumGetTextPP(d);
 	*inserted = DatumGetBool(SPI_getbinval(row, desc, 3, &isnull));
-	*live_turns = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
+	counts->live_turns = DatumGetInt64(SPI_getbinval(row, desc, 4, &isnull));
+	counts->live_answers = DatumGetInt64(SPI_getbinval(row, desc, 6, &isnull));
 	return true;
 }
 
@@ -523,9 +676,9 @@ AppendTurn(Datum *values, char *nulls, int64 *turn_no, text **session_identity,
  */
 static bool
 InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
-		   text **session_identity, int64 *live_turns)
+		   text **session_identity, SessionCounts *counts)
 {
-	*turn_no = SessionNextTurn(tenant, t->session_id, session_identity, live_turns);
+	*turn_no = SessionNextTurn(tenant, t->session_id, session_identity, counts);
 
 	/* Linking comes before the insert: the link rule may refuse the call. */
 	if (t->identity_id != NULL)
@@ -549,8 +702,22 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 static void
 RepeatedTurn(text *tenant, NewTurn *t, StartedTurn *out)
 {
-	SpiRunSessionPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, tenant, t->session_id,
-					  false, 0, SPI_OK_UPDATE);
+	Datum		tid;
+
+	SPI_processed = 0;
+	if (SessionPlaceGet(tenant, t->session_id, &tid))
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, TIDOID};
+		Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(t->session_id), tid};
+
+		SpiRunPlan(SpiKeptPlan(&session_untouch_at_plan, SESSION_UNTOUCH_AT_SQL, 3, argtypes),
+				   values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	}
+	if (SPI_processed == 0)
+		SpiRunSessionPlan(&session_untouch_plan, SESSION_UNTOUCH_SQL, tenant, t->session_id,
+						  false, 0, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed > 0)
+		SessionPlaceSet(tenant, t->session_id, 1);
 	if (!FindRequest(PointerGetDatum(tenant), PointerGetDatum(t->session_id),
 					 PointerGetDatum(t->request_id), out))
 		elog(ERROR, "turn of a repeated start_turn not found");
@@ -582,7 +749,7 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 	int64		turn_no;
 	text	   *session_identity;
 	bool		inserted;
-	int64		live_turns;
+	SessionCounts counts;
 
 	SPI_connect();
 	NewTurnColumns(tenant, t, turn_id, values, nulls);
@@ -599,8 +766,8 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 	}
 	/* (on Citus in statements that each reach one shard: INSERT_TURN_VALUES_SQL) */
 	if (t->identity_id != NULL || ConvctxDistributed() ||
-		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted, &live_turns))
-		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity, &live_turns);
+		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted, &counts))
+		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity, &counts);
 
 	if (!inserted)
 		RepeatedTurn(tenant, t, out);
@@ -610,8 +777,9 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 		out->turn_no = turn_no;
 		out->repeated = false;
 		out->answer_neutral = out->answer_translated = NULL;
+		out->live_answers = counts.live_answers;
 		/* the session's first live turn: its question makes the default title */
-		if (live_turns == 1)
+		if (counts.live_turns == 1)
 		{
 			Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
 			Datum		fq_values[3] = {PointerGetDatum(tenant), PointerGetDatum(t->session_id),
@@ -769,12 +937,31 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 static bool
 RunFinalize(Datum *values, char *nulls)
 {
-	Oid			argtypes[8] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID,
-	TIMESTAMPTZOID};
+	Oid			argtypes[9] = {TEXTOID, TEXTOID, UUIDOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID,
+	TIMESTAMPTZOID, TIDOID};
+	text	   *tenant = DatumGetTextPP(values[0]);
+	text	   *session_id = DatumGetTextPP(values[1]);
 
+	if (SessionPlaceGet(tenant, session_id, &values[8]))
+	{
+		nulls[8] = ' ';
+		SpiRunPlan(SpiKeptPlan(&finalize_at_plan, FINALIZE_AT_SQL, 9, argtypes),
+				   values, nulls, false, 0, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+		{
+			bool		not_finalized;
+
+			SessionPlaceSet(tenant, session_id, 4);
+			(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &not_finalized);
+			return !not_finalized;
+		}
+	}
 	SpiRunPlan(SpiKeptPlan(&finalize_plan, FINALIZE_SQL, 8, argtypes),
 			   values, nulls, false, 0, SPI_OK_UPDATE_RETURNING);
-	return SPI_processed > 0;
+	if (SPI_processed == 0)
+		return false;
+	SessionPlaceSet(tenant, session_id, 4);
+	return true;
 }
 
 /*
@@ -857,8 +1044,8 @@ TurnAnswerParams(text *tenant, TurnAnswer *a, Datum *values, char *nulls)
 static void
 FinalizeTurn(text *tenant, TurnAnswer *a, bool *fallback)
 {
-	Datum		values[8];
-	char		nulls[8];
+	Datum		values[9];
+	char		nulls[9];
 
 	TurnAnswerParams(tenant, a, values, nulls);
 	values[5] = fallback ? BoolGetDatum(*fallback) : (Datum) 0;

@@ -41,6 +41,7 @@ typedef struct StartedTurn
 	pg_uuid_t  *turn_id;
 	int64		turn_no;
 	bool		repeated;		/* the request had its turn already */
+	int64		live_answers;	/* the session's, as the new turn found them; -1: unknown */
 	text	   *answer_neutral; /* a repeat's stored answer, when finalized and live */
 	text	   *answer_translated;
 } StartedTurn;
