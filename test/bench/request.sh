@@ -21,7 +21,9 @@
 # median reported (default 3);
 # CONVCTX_BENCH_WAL_SECONDS: length of each WAL run (default 8);
 # CONVCTX_BENCH_WAL_CLIENTS: pgbench clients of the WAL runs (default 4);
-# CONVCTX_BENCH_SIDES: the sides to run (default "two_call floor three_call").
+# CONVCTX_BENCH_SIDES: the sides to run (default "two_call floor three_call");
+# CONVCTX_BENCH_FLOOR_FILLFACTOR: fillfactor of the floor's table (default 100,
+# a bare table; 70 gives it convctx.turn's).
 source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
@@ -32,4 +34,5 @@ CONVCTX_DURABLE=${CONVCTX_BENCH_DURABLE:-1} in_throwaway_cluster "the benchmark"
         CONVCTX_BENCH_WAL_SECONDS="${CONVCTX_BENCH_WAL_SECONDS:-8}" \
         CONVCTX_BENCH_WAL_CLIENTS="${CONVCTX_BENCH_WAL_CLIENTS:-4}" \
         CONVCTX_BENCH_SIDES="${CONVCTX_BENCH_SIDES:-two_call floor three_call}" \
+        CONVCTX_BENCH_FLOOR_FILLFACTOR="${CONVCTX_BENCH_FLOOR_FILLFACTOR:-100}" \
         bash test/bench/request/run.sh

@@ -15,6 +15,7 @@ SECONDS_PER_RUN=${CONVCTX_BENCH_SECONDS:-15}
 WAL_SECONDS=${CONVCTX_BENCH_WAL_SECONDS:-8}
 WAL_CLIENTS=${CONVCTX_BENCH_WAL_CLIENTS:-4}
 ROUNDS=${CONVCTX_BENCH_ROUNDS:-3}
+FLOOR_FILLFACTOR=${CONVCTX_BENCH_FLOOR_FILLFACTOR:-100}
 SIDES=${CONVCTX_BENCH_SIDES:-two_call floor three_call}
 PG_WALDUMP="$("$PG_CONFIG" --bindir)/pg_waldump"
 OUT=$(mktemp -d /tmp/convctx-bench-request.XXXXXX)
@@ -47,7 +48,7 @@ if has_side two_call; then
         exit 1
     fi
 fi
-psql_run -d bench -v password="$PGPASSWORD" -f "$HERE/setup.sql"
+psql_run -d bench -v password="$PGPASSWORD" -v floor_fillfactor="$FLOOR_FILLFACTOR" -f "$HERE/setup.sql"
 echo "   filled in $(elapsed)"
 
 # The requests run as "service" (bound to every tenant), as a pooled app.
@@ -131,23 +132,34 @@ for state in "${WAL_STATES[@]}"; do
             lsn1=$(psql -X -At -c 'SELECT pg_current_wal_lsn()')
             bytes=$(psql -X -At -c "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')")
             turns=$(added_turns "$side")
-            echo "wal|$name|$side|$round|$bytes|$turns" >>"$RESULTS"
-            printf '   %-42s %-8s round %d: %7d turns, %8.1f bytes/turn\n' "$name" "$side" "$round" \
-                "$turns" "$(awk -v b="$bytes" -v t="$turns" 'BEGIN { print b / t }')"
-            if [ "$state" = "$last_state" ]; then
-                "$PG_WALDUMP" --stats=record -p "$DATADIR/pg_wal" -s "$lsn0" -e "$lsn1" \
-                    >"$OUT/waldump-$side.txt" 2>&1 || { cat "$OUT/waldump-$side.txt"; exit 1; }
-                echo "$turns" >"$OUT/waldump-$side.turns"
-            fi
+            # The records without their full-page images, from pg_waldump.
+            dump="$OUT/waldump-$side-s${first}.txt"
+            "$PG_WALDUMP" --stats=record -p "$DATADIR/pg_wal" -s "$lsn0" -e "$lsn1" \
+                >"$dump" 2>&1 || { cat "$dump"; exit 1; }
+            records=$(awk '$1 == "Total" { gsub(/\[[^]]*\]/, ""); print $3 }' "$dump")
+            echo "wal|$name|$side|$round|$bytes|$turns|$records" >>"$RESULTS"
+            printf '   %-42s %-8s round %d: %7d turns, %8.1f bytes/turn, %7.1f without full-page images\n' \
+                "$name" "$side" "$round" "$turns" "$(awk -v b="$bytes" -v t="$turns" 'BEGIN { print b / t }')" \
+                "$(awk -v b="$records" -v t="$turns" 'BEGIN { print b / t }')"
+            [ "$state" = "$last_state" ] && echo "$turns" >"$dump.turns"
         done
     done
 done
 psql_run -c 'ALTER SYSTEM RESET autovacuum' -c 'SELECT pg_reload_conf()' >/dev/null
+# How often an answer fitted on its question's page (a HOT update, no new
+# index entries), over every run, with each table's fill factor.
+hot_updates=$(psql_run -d bench -At -F ' ' -c "
+    SELECT string_agg(format('%s %s%% (fillfactor %s)', relid::regclass,
+                             round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)),
+                             coalesce(substring(array_to_string(c.reloptions, ',') FROM 'fillfactor=([0-9]+)'), '100')),
+                      ', ' ORDER BY relid::regclass::text)
+    FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+    WHERE relid IN ('convctx.turn'::regclass, 'floor.turn'::regclass)")
 
 echo
 echo "== results ($(psql -X -At -c "SELECT 'fsync ' || current_setting('fsync') || ', synchronous_commit ' || current_setting('synchronous_commit')"));"
 echo "   medians of $ROUNDS interleaved rounds [min-max]; 1-client runs on one CPU, 8-client runs on all $CPUS"
-/usr/bin/python3 - "$RESULTS" "$OUT" <<'PY'
+/usr/bin/python3 - "$RESULTS" "$OUT" "$(cut -d'|' -f2 <<<"$last_state")" <<'PY'
 import os, re, statistics, sys
 tput, wal = {}, {}
 for line in open(sys.argv[1]):
@@ -156,8 +168,8 @@ for line in open(sys.argv[1]):
         cell, side, rnd, tps = f
         tput.setdefault(cell, {}).setdefault(int(rnd), {})[side] = float(tps)
     else:
-        state, side, rnd, nbytes, turns = f
-        wal.setdefault(state, {}).setdefault(int(rnd), {})[side] = (int(nbytes), int(turns))
+        state, side, rnd, nbytes, turns, records = f
+        wal.setdefault(state, {}).setdefault(int(rnd), {})[side] = (int(nbytes), int(turns), int(records))
 def fmt(x):
     return ("{:,.0f}".format(x)) if x >= 100 else ("%.1f" % x) if x >= 10 else ("%.2f" % x)
 def spread(v):
@@ -194,6 +206,11 @@ for state, rounds in wal.items():
                       for s in ("two_call", "floor") if any(s in r for r in rounds.values()))
     print("%-42s | %-24s | %-24s | %-18s | <= 1.25 %s" % (state, spread(a), spread(b), ratio(q),
           verdict(q, lambda m: m <= 1.25)))
+    per = lambda side: [r[side][2] / r[side][1] for r in rounds.values() if side in r]
+    a, b = per("two_call"), per("floor")
+    q = [r["two_call"][2] / r["two_call"][1] / (r["floor"][2] / r["floor"][1])
+         for r in rounds.values() if "two_call" in r and "floor" in r]
+    print("%-42s | %-24s | %-24s | %-18s | (information)" % ("  without full-page images", spread(a), spread(b), ratio(q)))
     print("%-42s   (turns a run: %s)" % ("", turns))
 print()
 
@@ -201,10 +218,10 @@ print()
 line = re.compile(r"^(\S+)\s+(\d+)\s+[(\[]\s*[\d.]+%?[)\]]\s+(\d+)\s+[(\[]\s*[\d.]+%?[)\]]\s+(\d+)\s+[(\[]\s*[\d.]+%?[)\]]\s+(\d+)")
 dumps = {}
 for side in ("two_call", "floor"):
-    path = os.path.join(sys.argv[2], "waldump-%s.txt" % side)
+    path = os.path.join(sys.argv[2], "waldump-%s-s%s.txt" % (side, sys.argv[3]))
     if not os.path.exists(path):
         continue
-    turns = int(open(os.path.join(sys.argv[2], "waldump-%s.turns" % side)).read())
+    turns = int(open(path + ".turns").read())
     kinds = {}
     for l in open(path):
         m = line.match(l)
@@ -231,6 +248,8 @@ if dumps:
     print("%-28s | %-28s | %-28s" % ("total", tot("two_call"), tot("floor")))
     print("(types under 0.5% of both totals left out)")
 PY
+echo
+echo "updates that were HOT, over every run (the fill included): $hot_updates"
 echo
 echo "client-side latency per statement in the best run of each side, ms:"
 for cell in "${CELLS[@]}"; do

@@ -19,6 +19,8 @@ SET client_min_messages = warning;
 -- The run created the extension, to check its functions first.
 CREATE SCHEMA bench;
 \ir ../floor_turn.sql
+-- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
+ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 
 SELECT format('CREATE ROLE service LOGIN PASSWORD %L IN ROLE convctx_app', :'password') \gexec
 SELECT convctx.bind_role_all_tenants('service') \gset
