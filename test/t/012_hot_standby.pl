@@ -120,6 +120,7 @@ my %writers = (
     context_save => [ 'app', q{SELECT convctx.context_save('s1', '{"activeNodeIds": ["z"]}')} ],
     context_add => [ 'app', q{SELECT convctx.context_add('s1', ARRAY['z'])} ],
     start_turn => [ 'app', q{SELECT convctx.start_turn('s1', 'r9', 'a new question')} ],
+    begin_turn => [ 'app', q{SELECT turn_id FROM convctx.begin_turn('s1', 'r10', 'a new question')} ],
     finalize_turn => [ 'app', q{SELECT convctx.finalize_turn('s1', 'TURN', 'another answer')} ],
     replace_turn => [ 'app', q{SELECT convctx.replace_turn('s1', 'TURN', 'a corrected answer')} ],
     link_session => [ 'app', q{SELECT convctx.link_session('user-9', 's3')} ],
