@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 
 #include "convctx.h"
+#include "variant.h"
 
 #define AUDIT_INSERT_SQL \
 	"INSERT INTO convctx.audit_log" \
@@ -123,7 +124,7 @@ AuditWriteAutonomous(text *tenant, const char *action, text *session_id,
 	 * log in: there the worker writes it as the extension's owner, with the
 	 * same fixed statement.
 	 */
-	if (ConvctxDistributed())
+	if (Variant()->audit_by_owner)
 		written = WorkerRunSql(MyDatabaseId, ConvctxOwner(), WORKER_AUTONOMOUS | WORKER_AS_OWNER,
 							   AUDIT_INSERT_SQL, 7, args, &result, &error, &sqlstate);
 	else if (!OidIsValid(audit_role = get_role_oid(AUDIT_ROLE, true)))

@@ -68,6 +68,7 @@
 #include "utils/rel.h"
 
 #include "convctx.h"
+#include "variant.h"
 
 /* Whether convctx.turn is a Citus table in this database: -1 not known. */
 static int	distributed = -1;
@@ -84,10 +85,39 @@ DistributedInvalidate(Datum arg, Oid relid)
 		distributed = -1;
 }
 
+/*
+ * The Citus variant (variant.h): kept plans are custom plans, nothing
+ * reads a table's heap or index directly, statements reach one shard each,
+ * the bindings are read from role_tenant's shard once per transaction,
+ * audit rows are written by the owner, and export_records and
+ * import_records refuse.
+ */
+static const ConvctxVariant citus_variant = {
+	.name = "Citus",
+	.plan_options = CURSOR_OPT_CUSTOM_PLAN,
+	.rows_here = false,
+	.one_shard_statements = true,
+	.bindings_announced = false,
+	.audit_by_owner = true,
+	.reference_rows = CitusReferenceShard,
+	.forwarded_call = CitusInternalBackend,
+	.refuse = CitusRefuse,
+	.purge_once = NULL,
+};
+
+/* The chooser (VariantRegister): Citus's table once distribute() ran. */
+static const ConvctxVariant *
+CitusChoose(void)
+{
+	return ConvctxDistributed() ? &citus_variant : NULL;
+}
+
 void
 CitusInit(void)
 {
 	CacheRegisterRelcacheCallback(DistributedInvalidate, (Datum) 0);
+	VariantRegister(CitusChoose);
+	plan_call_hook = CitusKeepCallHere;
 }
 
 /* Whether pg_dist_partition has a row for relid (read directly: no SPI). */

@@ -46,6 +46,7 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
+#include "variant.h"
 #include "context_store.h"
 
 static SPIPlanPtr context_load_plan = NULL;
@@ -214,7 +215,7 @@ ContextSave(text *tenant, text *conversation_id, Jsonb *ctx, text *user_id, bool
 	char		nulls[5] = {' ', ' ', ' ', user_id ? ' ' : 'n', ' '};
 
 	SPI_connect();
-	if (ConvctxDistributed())
+	if (Variant()->one_shard_statements)
 	{
 		if (lock)
 			SpiRunPlan(SpiKeptPlan(&context_lock_plan, CONTEXT_LOCK_SQL, 2, argtypes),
@@ -282,7 +283,7 @@ ContextAddDistributed(text *tenant, text *conversation_id, ArrayType *ids, text 
 static Datum
 ContextAdd(text *tenant, text *conversation_id, ArrayType *ids, text *user_id)
 {
-	if (ConvctxDistributed())
+	if (Variant()->one_shard_statements)
 		return ContextAddDistributed(tenant, conversation_id, ids, user_id);
 	return ContextAddLocal(tenant, conversation_id, ids, user_id);
 }

@@ -27,7 +27,8 @@
 /* The key of a context object that holds the referenced node ids. */
 #define CONVCTX_ACTIVE_NODE_IDS "activeNodeIds"
 
-/* Settings (convctx.c) */
+/* Settings (settings.c) */
+extern void SettingsDefine(void);
 extern char *convctx_tenant;
 extern int	convctx_tenant_scope;
 extern int	convctx_max_active_nodes;
@@ -61,7 +62,6 @@ typedef enum TenantScope
 extern void TenancyInit(void);
 extern text *CurrentTenant(void);
 extern const char *BoundTenant(void);
-extern char *CallerRoleName(void);
 extern bool TenantTravelsWithCall(void);
 extern int	TenantForCallBegin(text *tenant);
 extern void TenantForCallEnd(int nestlevel);
@@ -74,7 +74,7 @@ extern Oid	CitusReferenceShard(Oid relid);
 extern void CitusRefuse(const char *function, const char *hint);
 extern bool CitusKeepCallHere(Query *parse);
 
-/* Argument checks (convctx.c) */
+/* Argument checks (args.c) */
 extern void ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what);

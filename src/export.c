@@ -58,6 +58,7 @@
 #include "utils/typcache.h"
 
 #include "convctx.h"
+#include "variant.h"
 
 static SPIPlanPtr export_plan = NULL;
 static SPIPlanPtr messages_plan = NULL;
@@ -746,9 +747,8 @@ PG_FUNCTION_INFO_V1(convctx_export_records);
 Datum
 convctx_export_records(PG_FUNCTION_ARGS)
 {
-	if (ConvctxDistributed())
-		CitusRefuse("convctx.export_records()",
-					"convctx.export_messages() runs there; for the full record format, export from a copy of the database restored on a single server.");
+	VariantRefuse("convctx.export_records()",
+				  "convctx.export_messages() runs there; for the full record format, export from a copy of the database restored on a single server.");
 	return ExportRows(fcinfo, &export_plan, EXPORT_SQL);
 }
 

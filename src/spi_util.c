@@ -58,6 +58,7 @@
 #include "utils/syscache.h"
 
 #include "convctx.h"
+#include "variant.h"
 
 static bool catalog_checked = false;
 static void CatalogCheck(void);
@@ -87,12 +88,10 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 		 * short index range whose best plan does not depend on the values,
 		 * and a custom plan would be planned again on every call (LIMIT $n
 		 * makes the planner doubt the generic one). On Citus, custom plans
-		 * only: Citus cannot plan most of these statements with their
-		 * parameters unbound, and routes each to its shard by the value.
+		 * only (variant.h): Citus cannot plan most of these statements with
+		 * their parameters unbound, and routes each to its shard by the value.
 		 */
-		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes,
-											  ConvctxDistributed() ? CURSOR_OPT_CUSTOM_PLAN :
-											  CURSOR_OPT_GENERIC_PLAN);
+		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, Variant()->plan_options);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -100,13 +99,15 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 			elog(ERROR, "SPI_keepplan failed");
 		*cache = plan;
 	}
-	else if (unlikely(ConvctxDistributed()))
+	else
 	{
-		/* kept before convctx.distribute() ran in another session */
+		/* kept before the variant changed (convctx.distribute() elsewhere) */
 		CachedPlanSource *source = linitial(SPI_plan_get_plan_sources(*cache));
+		int			options = Variant()->plan_options;
+		int			kinds = CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_CUSTOM_PLAN;
 
-		source->cursor_options &= ~CURSOR_OPT_GENERIC_PLAN;
-		source->cursor_options |= CURSOR_OPT_CUSTOM_PLAN;
+		if (unlikely((source->cursor_options & kinds) != options))
+			source->cursor_options = (source->cursor_options & ~kinds) | options;
 	}
 	return *cache;
 }
@@ -144,7 +145,7 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 	 */
 	if (keyed_query == NULL || query_string != keyed_query)
 	{
-		bool		by_caller = CitusKeepCallHere(parse);
+		bool		by_caller = plan_call_hook && plan_call_hook(parse);
 
 		result = NextPlanner(parse, query_string, cursor_options, bound_params);
 		/* planned for this role: a cached plan is planned again for another (SET ROLE) */

@@ -70,6 +70,7 @@
 #include "utils/syscache.h"
 
 #include "convctx.h"
+#include "variant.h"
 
 #define ROLE_TENANT_TABLE "role_tenant"
 
@@ -373,7 +374,7 @@ BindingLoad(Oid session_user, Oid outer_user)
 	}
 
 	if (OidIsValid(relid))
-		rows = BindingRows(ConvctxDistributed() ? CitusReferenceShard(relid) : relid, &nrows);
+		rows = BindingRows(Variant()->reference_rows(relid), &nrows);
 
 	RoleBinding(session_user, rows, nrows, &of_session, &t_session, &problem);
 	if (problem == NULL && outer_user != session_user)
@@ -396,7 +397,7 @@ BindingLoad(Oid session_user, Oid outer_user)
 		binding_kind = kind;
 		if (kind == BINDING_TENANT)
 			binding_tenant = MemoryContextStrdup(TopMemoryContext, tenant);
-		if (kind != BINDING_NONE && ConvctxDistributed())
+		if (kind != BINDING_NONE && Variant()->forwarded_call != NULL)
 			binding_taken_on = BindingTakenOn(outer_user, kind, tenant, rows, nrows);
 	}
 	/* without the table nothing is cached: it may be created later */
@@ -426,7 +427,7 @@ BindingRefresh(void)
 		 * role_tenant, which has no trigger to announce it: read them
 		 * once per transaction instead.
 		 */
-		if (ConvctxDistributed())
+		if (!Variant()->bindings_announced)
 			binding_valid = false;
 	}
 	if (!binding_valid || binding_session_user != session_user || binding_user != outer_user)
@@ -521,7 +522,7 @@ CurrentTenant(void)
 				errmsg("convctx.tenant is too long"),
 				errdetail("A tenant id has at most %d bytes.", CONVCTX_MAX_ID_BYTES));
 
-	if (binding_taken_on && CitusInternalBackend())
+	if (binding_taken_on && CallForwarded())
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("role \"%s\" acts for no tenant in a call forwarded by another Citus node",
@@ -530,7 +531,7 @@ CurrentTenant(void)
 				errhint("Call convctx on the node the session is connected to; calls of this role stay there."));
 	if (bound == NULL)
 	{
-		if (CitusInternalBackend() && !TenantSetInThisTransaction() && ConvctxDistributed())
+		if (CallForwarded() && !TenantSetInThisTransaction())
 			ereport(ERROR,
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					errmsg("the tenant of a call forwarded by another Citus node is not known on this node"),
@@ -573,13 +574,6 @@ TenantTravelsWithCall(void)
 	/* a setting naming another tenant is an error, raised here, not there */
 	return convctx_tenant == NULL || convctx_tenant[0] == '\0' ||
 		strcmp(convctx_tenant, binding_tenant) == 0;
-}
-
-/* The calling role's name, for the audit log. */
-char *
-CallerRoleName(void)
-{
-	return GetUserNameFromId(ConvctxInvoker(), false);
 }
 
 PG_FUNCTION_INFO_V1(convctx_current_tenant);
