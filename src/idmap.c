@@ -27,56 +27,6 @@
 static bool idmap_keyed = false;
 static uint64 idmap_key[2];
 
-/* Eight bytes as a little-endian word, as SipHash defines them. */
-static inline uint64
-ReadLE64(const unsigned char *p)
-{
-	uint64		w;
-
-	memcpy(&w, p, sizeof(w));
-#ifdef WORDS_BIGENDIAN
-	w = pg_bswap64(w);
-#endif
-	return w;
-}
-
-/*
- * SipHash-c-d of len bytes under key k (c compression and d finalization
- * rounds); the reference algorithm of Aumasson and Bernstein.
- */
-uint64
-IdMapSipHash(const uint64 k[2], const unsigned char *s, size_t len, int c, int d)
-{
-	uint64		v0 = k[0] ^ UINT64CONST(0x736f6d6570736575);
-	uint64		v1 = k[1] ^ UINT64CONST(0x646f72616e646f6d);
-	uint64		v2 = k[0] ^ UINT64CONST(0x6c7967656e657261);
-	uint64		v3 = k[1] ^ UINT64CONST(0x7465646279746573);
-	uint64		b = ((uint64) len) << 56;
-	size_t		left = len & 7;
-	const unsigned char *end = s + (len - left);
-	int			i;
-
-	for (; s < end; s += 8)
-	{
-		uint64		m = ReadLE64(s);
-
-		v3 ^= m;
-		for (i = 0; i < c; i++)
-			IDMAP_SIPROUND;
-		v0 ^= m;
-	}
-	for (i = (int) left - 1; i >= 0; i--)
-		b |= ((uint64) s[i]) << (8 * i);
-	v3 ^= b;
-	for (i = 0; i < c; i++)
-		IDMAP_SIPROUND;
-	v0 ^= b;
-	v2 ^= 0xff;
-	for (i = 0; i < d; i++)
-		IDMAP_SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
-}
-
 /*
  * This backend's SipHash key, drawn on first use. Without a strong random
  * source there is no safe key: that is an error rather than a predictable

@@ -18,7 +18,6 @@
 
 #include "port/pg_bswap.h"
 
-extern uint64 IdMapSipHash(const uint64 k[2], const unsigned char *s, size_t len, int c, int d);
 extern const uint64 *IdMapKey(void);
 extern uint32 IdMapHash(const char *s, int len);
 
@@ -33,8 +32,9 @@ extern uint32 IdMapHash(const char *s, int len);
 	} while (0)
 
 /*
- * SipHash-1-3 of len bytes under key k: IdMapSipHash(k, s, len, 1, 3) with
- * the rounds unrolled, inlined where ids are hashed in a loop.
+ * SipHash-1-3 of len bytes under key k (the reference algorithm of
+ * Aumasson and Bernstein with one compression and three finalization
+ * rounds), inlined where ids are hashed in a loop.
  */
 static inline uint64
 IdMapSipHash13(const uint64 k[2], const unsigned char *s, size_t len)
