@@ -283,6 +283,325 @@ MovedValueLength(JEntry je, uint32 start, uint32 end, uint32 off)
 	return end - start;
 }
 
+/* The ids a merge keeps (MergeIds): the batch's and the stored survivors. */
+typedef struct MergeIds
+{
+	IdKey	   *ids;			/* ids[0 .. nb): the batch, unique, in order */
+	IdKey	   *existing;		/* the stored ids, oldest first */
+	int		   *survivors;		/* indexes into existing, newest first */
+	int			nb;
+	int			ns;
+	int			skip;			/* the oldest dropped to keep max_nodes */
+	int			nids;			/* ids written: nb + ns - skip */
+	Size		iddata;			/* their bytes */
+} MergeIds;
+
+/* The object a merge writes: ctx's pairs with activeNodeIds at its place. */
+typedef struct MergeObject
+{
+	int			npairs;			/* ctx's pairs */
+	const JEntry *children;
+	const char *base;
+	int			active_pair;	/* ctx's pair activeNodeIds, or -1 */
+	int			insert_at;		/* the result's pair activeNodeIds */
+	int			nout;			/* the result's pairs */
+} MergeObject;
+
+#define ACTIVE_LEN ((int) (sizeof(CONVCTX_ACTIVE_NODE_IDS) - 1))
+
+/*
+ * The batch into the hash set, then the stored ids from the newest back,
+ * each kept at its first sight there (its last position) unless the batch
+ * has it; the walk stops as soon as max_nodes ids are kept.
+ */
+static void
+MergeKeptIds(Jsonb *ctx, ArrayType *node_ids, int max_nodes, MergeIds *m)
+{
+	JsonbContainer *arr = ctx ? ContextActiveArray(ctx) : NULL;
+	int			nexisting = arr ? JsonContainerSize(arr) : 0;
+	int			count = 0;
+	int			nonnull = 0;	/* elements of node_ids that are not NULL */
+	char	   *adata = NULL;
+	bits8	   *anulls = NULL;
+	Size		cap;
+	char	   *scratch;
+	MergeSet	set;
+	int			i;
+	int			k;
+
+	if (node_ids != NULL)
+	{
+		count = ArrayGetNItems(ARR_NDIM(node_ids), ARR_DIMS(node_ids));
+		nonnull = count;
+		/* sized by the ids there are: an array of NULLs is small */
+		if (ARR_HASNULL(node_ids))
+			for (i = 0; i < count; i++)
+				if (att_isnull(i, ARR_NULLBITMAP(node_ids)))
+					nonnull--;
+	}
+
+	/* ids[0 .. nonnull) the batch, ids[nonnull ..) the stored ids */
+	cap = 16;
+	while (cap < 2 * ((Size) nonnull + nexisting))
+		cap *= 2;
+	scratch = MergeScratch(sizeof(MergeSlot) * cap +
+						   sizeof(IdKey) * ((Size) nonnull + nexisting) +
+						   sizeof(int) * Max(nexisting, 1));
+	set.slots = (MergeSlot *) scratch;
+	m->ids = (IdKey *) (scratch + sizeof(MergeSlot) * cap);
+	m->existing = m->ids + nonnull;
+	m->survivors = (int *) (m->existing + nexisting);
+	set.mask = (uint32) (cap - 1);
+	set.ids = m->ids;
+
+	if (arr != NULL)
+		ReadActiveIds(arr, m->existing);
+	if (node_ids != NULL)
+	{
+		if (ARR_NDIM(node_ids) > 1)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("node ids must be a one-dimensional array"));
+		/* ARR_DATA_PTR, whose ?: mixes signedness */
+		adata = (char *) node_ids + (ARR_HASNULL(node_ids) ?
+									 (Size) node_ids->dataoffset :
+									 ARR_OVERHEAD_NONULLS(ARR_NDIM(node_ids)));
+		anulls = ARR_NULLBITMAP(node_ids);
+	}
+	set.key = IdMapKey();
+	memset(set.slots, 0, sizeof(MergeSlot) * cap);
+
+	/* The batch: unique non-empty ids in the order given. */
+	m->nb = 0;
+	for (i = 0; i < count; i++)
+	{
+		text	   *t;
+
+		if ((i & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (anulls && att_isnull(i, anulls))
+			continue;
+		t = (text *) adata;
+		adata = att_addlength_pointer(adata, -1, adata);
+		adata = (char *) att_align_nominal(adata, TYPALIGN_INT);
+		if (VARATT_IS_EXTERNAL(t) || VARATT_IS_COMPRESSED(t))
+			t = DatumGetTextPP(PointerGetDatum(t));
+		m->ids[m->nb].str = VARDATA_ANY(t);
+		m->ids[m->nb].len = VARSIZE_ANY_EXHDR(t);
+		if (m->ids[m->nb].len > 0 && MergeSetAdd(&set, m->nb))
+			m->nb++;
+	}
+
+	/* The survivors, newest first: stored ids the batch does not have. */
+	m->ns = 0;
+	for (i = nexisting - 1; i >= 0 && m->nb + m->ns < max_nodes; i--)
+	{
+		if ((i & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (m->existing[i].len > 0 && MergeSetAdd(&set, nonnull + i))
+			m->survivors[m->ns++] = i;
+	}
+	m->skip = m->nb + m->ns > max_nodes ? m->nb + m->ns - max_nodes : 0;
+	m->nids = m->nb + m->ns - m->skip;
+	if ((Size) m->nids > MERGE_MAX_ELEMS)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+					   MERGE_MAX_ELEMS));
+	m->iddata = 0;
+	for (k = m->skip; k < m->nb + m->ns; k++)
+		m->iddata += k < m->ns ? m->existing[m->survivors[m->ns - 1 - k]].len :
+			m->ids[k - m->ns].len;
+}
+
+/* Where activeNodeIds goes among the pairs of ctx (sorted as jsonb sorts keys). */
+static void
+MergePlaceActive(Jsonb *ctx, MergeObject *o)
+{
+	uint32		off = 0;
+	int			k;
+
+	o->npairs = 0;
+	o->children = NULL;
+	o->base = NULL;
+	o->active_pair = -1;
+	if (ctx != NULL)
+	{
+		o->npairs = JsonContainerSize(&ctx->root);
+		o->children = ctx->root.children;
+		o->base = (const char *) &o->children[2 * o->npairs];
+	}
+	o->insert_at = o->npairs;
+	for (k = 0; k < o->npairs; k++)
+	{
+		uint32		start = off;
+		int			len;
+		int			cmp;
+
+		JBE_ADVANCE_OFFSET(off, o->children[k]);
+		len = (int) (off - start);
+		if (len != ACTIVE_LEN)
+			cmp = len < ACTIVE_LEN ? -1 : 1;
+		else
+			cmp = memcmp(o->base + start, CONVCTX_ACTIVE_NODE_IDS, len);
+		if (cmp >= 0)
+		{
+			o->insert_at = k;
+			if (cmp == 0)
+				o->active_pair = k;
+			break;
+		}
+	}
+	o->nout = o->active_pair >= 0 ? o->npairs : o->npairs + 1;
+	if ((Size) o->nout > MERGE_MAX_PAIRS)
+		ereport(ERROR,
+				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				errmsg("number of jsonb object pairs exceeds the maximum allowed (%zu)",
+					   MERGE_MAX_PAIRS));
+}
+
+/*
+ * The data length of the result's object, checked as convertToJsonb
+ * checks it: keys, then values, the array's own limits when it comes,
+ * then the object whole, its header and JEntries included.
+ */
+static uint32
+MergeDataLength(const MergeObject *o, const MergeIds *m)
+{
+	uint32		off;
+	uint32		soff = 0;
+	uint32		start;
+	Size		arraylen;
+	int			i;
+	int			k;
+
+	for (k = 0; k < o->npairs; k++)
+		JBE_ADVANCE_OFFSET(soff, o->children[k]);
+	off = soff + (o->active_pair >= 0 ? 0 : ACTIVE_LEN);
+	if (off > JENTRY_OFFLENMASK)
+		JsonbTooLarge("object");
+	for (k = 0, i = 0; k < o->nout; k++)
+	{
+		if (k == o->insert_at)
+		{
+			if (m->iddata > JENTRY_OFFLENMASK)
+				JsonbTooLarge("array");
+			arraylen = (INTALIGN(off) - off) + sizeof(uint32) +
+				sizeof(JEntry) * (Size) m->nids + m->iddata;
+			if (arraylen > JENTRY_OFFLENMASK)
+				JsonbTooLarge("array");
+			off += arraylen;
+			if (o->active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, o->children[o->npairs + i++]);
+		}
+		else
+		{
+			start = soff;
+			JBE_ADVANCE_OFFSET(soff, o->children[o->npairs + i]);
+			off += MovedValueLength(o->children[o->npairs + i], start, soff, off);
+			i++;
+		}
+		if (off > JENTRY_OFFLENMASK)
+			JsonbTooLarge("object");
+	}
+	if (sizeof(uint32) + sizeof(JEntry) * 2 * (Size) o->nout + off > JENTRY_OFFLENMASK)
+		JsonbTooLarge("object");
+	return off;
+}
+
+/* The result's keys at *p, their JEntries in je; returns their length. */
+static uint32
+MergeWriteKeys(const MergeObject *o, JEntry *je, char **p)
+{
+	uint32		off = 0;
+	uint32		soff = 0;
+	int			i;
+	int			k;
+
+	for (k = 0, i = 0; k < o->nout; k++)
+	{
+		const char *key;
+		uint32		len;
+
+		if (k == o->insert_at)
+		{
+			key = CONVCTX_ACTIVE_NODE_IDS;
+			len = ACTIVE_LEN;
+			if (o->active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, o->children[i++]);
+		}
+		else
+		{
+			uint32		start = soff;
+
+			JBE_ADVANCE_OFFSET(soff, o->children[i]);
+			key = o->base + start;
+			len = soff - start;
+			i++;
+		}
+		memcpy(*p, key, len);
+		*p += len;
+		off += len;
+		je[k] = MergeJEntry(k, JENTRY_ISSTRING, len, off);
+	}
+	return off;
+}
+
+/*
+ * The result's values at *p (off bytes into the data), their JEntries at
+ * je[nout ..): the id array at its place, the other values copied
+ * (numbers and containers from and to 4-aligned offsets).
+ */
+static void
+MergeWriteValues(const MergeObject *o, const MergeIds *m, JEntry *je, char **p, uint32 off)
+{
+	uint32		soff = 0;
+	int			nout = o->nout;
+	int			i;
+	int			k;
+
+	for (k = 0; k < o->npairs; k++)
+		JBE_ADVANCE_OFFSET(soff, o->children[k]);
+	for (k = 0, i = 0; k < nout; k++)
+	{
+		uint32		type;
+		uint32		len;
+
+		if (k == o->insert_at)
+		{
+			char	   *value = *p;
+
+			type = JENTRY_ISCONTAINER;
+			WriteIdArray(p, off, m->existing, m->survivors, m->ns, m->ids, m->nb, m->skip);
+			len = *p - value;
+			if (o->active_pair >= 0)
+				JBE_ADVANCE_OFFSET(soff, o->children[o->npairs + i++]);
+		}
+		else
+		{
+			JEntry		sje = o->children[o->npairs + i];
+			uint32		start = soff;
+
+			JBE_ADVANCE_OFFSET(soff, sje);
+			type = sje & JENTRY_TYPEMASK;
+			len = MovedValueLength(sje, start, soff, off);
+			if (JBE_ISNUMERIC(sje) || JBE_ISCONTAINER(sje))
+			{
+				uint32		pad = INTALIGN(off) - off;
+
+				memset(*p, 0, pad);
+				memcpy(*p + pad, o->base + INTALIGN(start), len - pad);
+			}
+			else
+				memcpy(*p, o->base + start, len);
+			*p += len;
+			i++;
+		}
+		off += len;
+		je[nout + k] = MergeJEntry(nout + k, type, len, off);
+	}
+}
+
 /*
  * Merge node_ids into ctx (NULL means an empty context) and return the new
  * context. Ids already present keep their relative order, ids referenced
@@ -306,278 +625,28 @@ MovedValueLength(JEntry je, uint32 start, uint32 end, uint32 off)
 Jsonb *
 ContextMerge(Jsonb *ctx, ArrayType *node_ids, int max_nodes)
 {
-	JsonbContainer *arr = NULL;
-	int			nexisting = 0;
-	int			count = 0;
-	int			nonnull = 0;	/* elements of node_ids that are not NULL */
-	char	   *adata = NULL;
-	bits8	   *anulls = NULL;
-	Size		cap;
-	char	   *scratch;
-	MergeSet	set;
-	IdKey	   *ids;
-	IdKey	   *existing;
-	int		   *survivors;
-	int			nb = 0;
-	int			ns = 0;
-	int			skip;
-	int			nids;
-	int			i;
-	int			k;
-
-	/* the pairs of ctx and of the result */
-	const int	active_len = strlen(CONVCTX_ACTIVE_NODE_IDS);
-	int			npairs = 0;
-	const JEntry *children = NULL;
-	const char *base = NULL;
-	int			active_pair = -1;	/* ctx's pair activeNodeIds */
-	int			insert_at;		/* result's pair activeNodeIds */
-	int			nout;
-	Size		iddata = 0;
-	Size		arraylen;
-	uint32		off;
-	uint32		soff;
-	uint32		start;
+	MergeIds	m;
+	MergeObject o;
+	uint32		datalen;
+	uint32		keylen;
+	Size		size;
 	char	   *out;
 	JEntry	   *je;
 	char	   *p;
 
 	Assert(max_nodes >= 1);
-	if (ctx != NULL)
-	{
-		arr = ContextActiveArray(ctx);
-		if (arr != NULL)
-			nexisting = JsonContainerSize(arr);
-	}
-	if (node_ids != NULL)
-	{
-		count = ArrayGetNItems(ARR_NDIM(node_ids), ARR_DIMS(node_ids));
-		nonnull = count;
-		/* sized by the ids there are: an array of NULLs is small */
-		if (ARR_HASNULL(node_ids))
-			for (i = 0; i < count; i++)
-				if (att_isnull(i, ARR_NULLBITMAP(node_ids)))
-					nonnull--;
-	}
+	MergeKeptIds(ctx, node_ids, max_nodes, &m);
+	MergePlaceActive(ctx, &o);
+	datalen = MergeDataLength(&o, &m);
 
-	/* ids[0 .. nonnull) the batch, ids[nonnull ..) the stored ids */
-	cap = 16;
-	while (cap < 2 * ((Size) nonnull + nexisting))
-		cap *= 2;
-	scratch = MergeScratch(sizeof(MergeSlot) * cap +
-						   sizeof(IdKey) * ((Size) nonnull + nexisting) +
-						   sizeof(int) * Max(nexisting, 1));
-	set.slots = (MergeSlot *) scratch;
-	ids = (IdKey *) (scratch + sizeof(MergeSlot) * cap);
-	existing = ids + nonnull;
-	survivors = (int *) (existing + nexisting);
-	set.mask = (uint32) (cap - 1);
-	set.ids = ids;
-
-	if (arr != NULL)
-		ReadActiveIds(arr, existing);
-	if (node_ids != NULL)
-	{
-		if (ARR_NDIM(node_ids) > 1)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("node ids must be a one-dimensional array"));
-		/* ARR_DATA_PTR, whose ?: mixes signedness */
-		adata = (char *) node_ids + (ARR_HASNULL(node_ids) ?
-									 (Size) node_ids->dataoffset :
-									 ARR_OVERHEAD_NONULLS(ARR_NDIM(node_ids)));
-		anulls = ARR_NULLBITMAP(node_ids);
-	}
-	set.key = IdMapKey();
-	memset(set.slots, 0, sizeof(MergeSlot) * cap);
-
-	/* The batch: unique non-empty ids in the order given. */
-	for (i = 0; i < count; i++)
-	{
-		text	   *t;
-
-		if ((i & 0xFFFF) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (anulls && att_isnull(i, anulls))
-			continue;
-		t = (text *) adata;
-		adata = att_addlength_pointer(adata, -1, adata);
-		adata = (char *) att_align_nominal(adata, TYPALIGN_INT);
-		if (VARATT_IS_EXTERNAL(t) || VARATT_IS_COMPRESSED(t))
-			t = DatumGetTextPP(PointerGetDatum(t));
-		ids[nb].str = VARDATA_ANY(t);
-		ids[nb].len = VARSIZE_ANY_EXHDR(t);
-		if (ids[nb].len > 0 && MergeSetAdd(&set, nb))
-			nb++;
-	}
-
-	/* The survivors, newest first: stored ids the batch does not have. */
-	for (i = nexisting - 1; i >= 0 && nb + ns < max_nodes; i--)
-	{
-		if ((i & 0xFFFF) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (existing[i].len > 0 && MergeSetAdd(&set, nonnull + i))
-			survivors[ns++] = i;
-	}
-	skip = nb + ns > max_nodes ? nb + ns - max_nodes : 0;
-	nids = nb + ns - skip;
-	if ((Size) nids > MERGE_MAX_ELEMS)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
-					   MERGE_MAX_ELEMS));
-	for (k = skip; k < nb + ns; k++)
-		iddata += k < ns ? existing[survivors[ns - 1 - k]].len : ids[k - ns].len;
-
-	/* Where activeNodeIds goes among the pairs of ctx. */
-	if (ctx != NULL)
-	{
-		npairs = JsonContainerSize(&ctx->root);
-		children = ctx->root.children;
-		base = (const char *) &children[2 * npairs];
-	}
-	insert_at = npairs;
-	off = 0;
-	for (k = 0; k < npairs; k++)
-	{
-		int			len;
-		int			cmp;
-
-		start = off;
-		JBE_ADVANCE_OFFSET(off, children[k]);
-		len = (int) (off - start);
-		if (len != active_len)
-			cmp = len < active_len ? -1 : 1;
-		else
-			cmp = memcmp(base + start, CONVCTX_ACTIVE_NODE_IDS, len);
-		if (cmp >= 0)
-		{
-			insert_at = k;
-			if (cmp == 0)
-				active_pair = k;
-			break;
-		}
-	}
-	nout = active_pair >= 0 ? npairs : npairs + 1;
-	if ((Size) nout > MERGE_MAX_PAIRS)
-		ereport(ERROR,
-				errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				errmsg("number of jsonb object pairs exceeds the maximum allowed (%zu)",
-					   MERGE_MAX_PAIRS));
-
-	/*
-	 * The data length of the result's object, checked as convertToJsonb
-	 * checks it: keys, then values, the array's own limits when it comes.
-	 */
-	off = 0;
-	soff = 0;
-	for (k = 0; k < npairs; k++)
-		JBE_ADVANCE_OFFSET(soff, children[k]);
-	off = soff + (active_pair >= 0 ? 0 : active_len);
-	if (off > JENTRY_OFFLENMASK)
-		JsonbTooLarge("object");
-	for (k = 0, i = 0; k < nout; k++)
-	{
-		if (k == insert_at)
-		{
-			if (iddata > JENTRY_OFFLENMASK)
-				JsonbTooLarge("array");
-			arraylen = (INTALIGN(off) - off) + sizeof(uint32) +
-				sizeof(JEntry) * (Size) nids + iddata;
-			if (arraylen > JENTRY_OFFLENMASK)
-				JsonbTooLarge("array");
-			off += arraylen;
-			if (active_pair >= 0)
-				JBE_ADVANCE_OFFSET(soff, children[npairs + i++]);
-		}
-		else
-		{
-			start = soff;
-			JBE_ADVANCE_OFFSET(soff, children[npairs + i]);
-			off += MovedValueLength(children[npairs + i], start, soff, off);
-			i++;
-		}
-		if (off > JENTRY_OFFLENMASK)
-			JsonbTooLarge("object");
-	}
-	/* and the object whole, its header and JEntries included, as convertJsonbObject */
-	if (sizeof(uint32) + sizeof(JEntry) * 2 * (Size) nout + off > JENTRY_OFFLENMASK)
-		JsonbTooLarge("object");
-
-	out = palloc(VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
-	SET_VARSIZE(out, VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * nout + off);
-	*(uint32 *) VARDATA(out) = (uint32) nout | JB_FOBJECT;
+	size = VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * 2 * o.nout + datalen;
+	out = palloc(size);
+	SET_VARSIZE(out, size);
+	*(uint32 *) VARDATA(out) = (uint32) o.nout | JB_FOBJECT;
 	je = (JEntry *) (VARDATA(out) + sizeof(uint32));
-	p = (char *) &je[2 * nout];
-
-	/* keys */
-	off = 0;
-	soff = 0;
-	for (k = 0, i = 0; k < nout; k++)
-	{
-		const char *key;
-		uint32		len;
-
-		if (k == insert_at)
-		{
-			key = CONVCTX_ACTIVE_NODE_IDS;
-			len = active_len;
-			if (active_pair >= 0)
-				JBE_ADVANCE_OFFSET(soff, children[i++]);
-		}
-		else
-		{
-			start = soff;
-			JBE_ADVANCE_OFFSET(soff, children[i]);
-			key = base + start;
-			len = soff - start;
-			i++;
-		}
-		memcpy(p, key, len);
-		p += len;
-		off += len;
-		je[k] = MergeJEntry(k, JENTRY_ISSTRING, len, off);
-	}
-
-	/* values */
-	for (k = 0, i = 0; k < nout; k++)
-	{
-		uint32		type;
-		uint32		len;
-
-		if (k == insert_at)
-		{
-			char	   *value = p;
-
-			type = JENTRY_ISCONTAINER;
-			WriteIdArray(&p, off, existing, survivors, ns, ids, nb, skip);
-			len = p - value;
-			if (active_pair >= 0)
-				JBE_ADVANCE_OFFSET(soff, children[npairs + i++]);
-		}
-		else
-		{
-			JEntry		sje = children[npairs + i];
-
-			start = soff;
-			JBE_ADVANCE_OFFSET(soff, sje);
-			type = sje & JENTRY_TYPEMASK;
-			len = MovedValueLength(sje, start, soff, off);
-			if (JBE_ISNUMERIC(sje) || JBE_ISCONTAINER(sje))
-			{
-				uint32		pad = INTALIGN(off) - off;
-
-				memset(p, 0, pad);
-				memcpy(p + pad, base + INTALIGN(start), len - pad);
-			}
-			else
-				memcpy(p, base + start, len);
-			p += len;
-			i++;
-		}
-		off += len;
-		je[nout + k] = MergeJEntry(nout + k, type, len, off);
-	}
+	p = (char *) &je[2 * o.nout];
+	keylen = MergeWriteKeys(&o, je, &p);
+	MergeWriteValues(&o, &m, je, &p, keylen);
 	Assert(p == out + VARSIZE(out));
 	return (Jsonb *) out;
 }
