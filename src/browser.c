@@ -291,68 +291,51 @@ ReadListCursor(text *cursor, TimestampTz *activity, text **session_id)
  * entries. A bin holds the sessions active in ten minutes, so one run is
  * the rule.
  */
+/* The page read from the index directly, when it may be (recent_turns.c). */
+static bool
+ListFromIndex(text *tenant, text *identity, TimestampTz activity, text *after_session,
+			  int32 page_size, Tuplestorestate *result, TupleDesc desc)
+{
+	ListPageRow *rows;
+	int			count;
+	int			i;
+
+	if (!ListPageRead(tenant, identity, activity, after_session, page_size, &rows, &count))
+		return false;
+	for (i = 0; i < count; i++)
+	{
+		ListPageRow *r = &rows[i];
+		Datum		out[8];
+		bool		nulls[8] = {false, false, false, false, false, false, false, false};
+		text	   *title = r->title ? r->title :
+			(r->first_question ? DefaultTitle(r->first_question) : NULL);
+
+		out[0] = PointerGetDatum(r->session_id);
+		out[1] = PointerGetDatum(title);
+		nulls[1] = title == NULL;
+		out[2] = BoolGetDatum(r->title == NULL);
+		out[3] = TimestampTzGetDatum(r->created_at);
+		out[4] = TimestampTzGetDatum(r->last_activity_at);
+		out[5] = Int64GetDatum(r->live_turns);
+		out[6] = BoolGetDatum(r->linked_later);
+		out[7] = PointerGetDatum(ListCursor(r->last_activity_at, r->session_id));
+		tuplestore_putvalues(result, desc, out, nulls);
+	}
+	return true;
+}
+
+/*
+ * The page by LIST_SQL, in SPI_tuptable (SPI connected): entries of the
+ * activity index first, then whole bins when a bin was cut (see above).
+ */
 static void
-ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
-				  Tuplestorestate *result, TupleDesc desc)
+ListPageBySql(Datum *values, TimestampTz down_to, int32 page_size)
 {
 	Oid			argtypes[7] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID,
 	TIMESTAMPTZOID};
-	Datum		values[7];
 	char		nulls[7] = "       ";
-	TimestampTz activity;
-	text	   *after_session;
 	int64		entries = (int64) page_size + 16;
-	TimestampTz down_to;
-	uint64		i;
-	SPITupleTable *page;
-	uint64		page_rows;
 
-	if (cursor != NULL)
-		ReadListCursor(cursor, &activity, &after_session);
-	else
-	{
-		TIMESTAMP_NOEND(activity);
-		after_session = cstring_to_text("");
-	}
-	TIMESTAMP_NOBEGIN(down_to);
-
-	/* read from the index directly, when it may be */
-	{
-		ListPageRow *rows;
-		int			count;
-
-		if (ListPageRead(tenant, identity, activity, after_session, page_size, &rows, &count))
-		{
-			for (i = 0; i < (uint64) count; i++)
-			{
-				ListPageRow *r = &rows[i];
-				Datum		out[8];
-				bool		nulls[8] = {false, false, false, false, false, false, false, false};
-				text	   *title = r->title ? r->title :
-					(r->first_question ? DefaultTitle(r->first_question) : NULL);
-
-				out[0] = PointerGetDatum(r->session_id);
-				out[1] = PointerGetDatum(title);
-				nulls[1] = title == NULL;
-				out[2] = BoolGetDatum(r->title == NULL);
-				out[3] = TimestampTzGetDatum(r->created_at);
-				out[4] = TimestampTzGetDatum(r->last_activity_at);
-				out[5] = Int64GetDatum(r->live_turns);
-				out[6] = BoolGetDatum(r->linked_later);
-				out[7] = PointerGetDatum(ListCursor(r->last_activity_at, r->session_id));
-				tuplestore_putvalues(result, desc, out, nulls);
-			}
-			return;
-		}
-	}
-
-	values[0] = PointerGetDatum(tenant);
-	values[1] = PointerGetDatum(identity);
-	values[2] = TimestampTzGetDatum(activity);
-	values[3] = PointerGetDatum(after_session);
-	values[4] = Int32GetDatum(page_size);
-
-	SPI_connect();
 	for (;;)
 	{
 		bool		whole_bins = !TIMESTAMP_IS_NOBEGIN(down_to);
@@ -395,8 +378,14 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
-	page = SPI_tuptable;
-	page_rows = SPI_processed;
+}
+
+/* The rows of LIST_SQL's page into result. */
+static void
+ListPutRows(SPITupleTable *page, uint64 page_rows, Tuplestorestate *result, TupleDesc desc)
+{
+	uint64		i;
+
 	for (i = 0; i < page_rows; i++)
 	{
 		HeapTuple	row = page->vals[i];
@@ -431,6 +420,36 @@ ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
 		nulls[7] = false;
 		tuplestore_putvalues(result, desc, out, nulls);
 	}
+}
+
+static void
+ListConversations(text *tenant, text *identity, text *cursor, int32 page_size,
+				  Tuplestorestate *result, TupleDesc desc)
+{
+	Datum		values[7];
+	TimestampTz activity;
+	text	   *after_session;
+	TimestampTz down_to;
+
+	if (cursor != NULL)
+		ReadListCursor(cursor, &activity, &after_session);
+	else
+	{
+		TIMESTAMP_NOEND(activity);
+		after_session = cstring_to_text("");
+	}
+	if (ListFromIndex(tenant, identity, activity, after_session, page_size, result, desc))
+		return;
+
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(identity);
+	values[2] = TimestampTzGetDatum(activity);
+	values[3] = PointerGetDatum(after_session);
+	values[4] = Int32GetDatum(page_size);
+	TIMESTAMP_NOBEGIN(down_to);
+	SPI_connect();
+	ListPageBySql(values, down_to, page_size);
+	ListPutRows(SPI_tuptable, SPI_processed, result, desc);
 	SPI_finish();
 }
 

@@ -107,6 +107,9 @@ static const struct config_enum_entry tenant_scope_options[] = {
 /*
  * Define every convctx.* setting and reserve the prefix, so that a
  * misspelt setting is rejected instead of becoming a silent placeholder.
+ *
+ * (Long on purpose: one definition per setting; nothing else happens
+ * here.)
  */
 void
 SettingsDefine(void)

@@ -254,11 +254,88 @@ RegisterWorker(BackgroundWorker *worker, BackgroundWorkerHandle **handle, bool i
 }
 
 /*
+ * The payload of a call: the statement and its nargs arguments (fields[0]
+ * and fields[1 ..], NULL for an SQL NULL) after the header, and the result
+ * fields cleared. The segment is sized by the caller for the strings.
+ */
+static void
+PayloadFill(WorkerPayload *payload, Oid database, Oid role, int flags,
+			const char **fields, int nargs)
+{
+	char	   *p = payload->data;
+	int			i;
+
+	pg_atomic_init_u32(&payload->unpin_claimed, 0);
+	payload->pinned = false;
+	payload->database = database;
+	payload->role = role;
+	payload->flags = flags;
+	payload->committed = false;
+	payload->result_null = true;
+	payload->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+	payload->result[0] = '\0';
+	payload->error[0] = '\0';
+	payload->nargs = nargs;
+	for (i = 0; i < nargs + 1; i++)
+	{
+		if (fields[i] == NULL)
+		{
+			payload->length[i] = -1;
+			continue;
+		}
+		payload->length[i] = strlen(fields[i]);
+		memcpy(p, fields[i], payload->length[i] + 1);
+		p += payload->length[i] + 1;
+	}
+}
+
+/* The worker that runs the payload in seg, reporting to this backend. */
+static void
+WorkerDescribe(BackgroundWorker *worker, dsm_segment *seg)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "convctx");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "convctx_sql_worker_main");
+	snprintf(worker->bgw_name, BGW_MAXLEN, "convctx worker for PID %d", MyProcPid);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "convctx worker");
+	worker->bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	worker->bgw_notify_pid = MyProcPid;
+}
+
+/*
+ * What the worker left in the payload: whether it committed, and then the
+ * result, else the error and its SQLSTATE (gone: the worker is known to
+ * have stopped).
+ */
+static bool
+PayloadOutcome(WorkerPayload *payload, bool gone, char **result, char **error, int *sqlstate)
+{
+	if (payload->committed)
+	{
+		*result = payload->result_null ? NULL : pstrdup(payload->result);
+		return true;
+	}
+	*error = pstrdup(payload->error[0] ? payload->error :
+					 gone ? "the worker stopped before it committed" :
+					 "the worker did not finish in time");
+	*sqlstate = payload->sqlstate;
+	return false;
+}
+
+/*
  * Run sql with nargs text arguments (NULL pointers are SQL NULLs) in
  * database as role, in a worker, and commit. Returns true when it
  * committed; then *result is the first column of the first row (NULL when
  * there is none). Otherwise *error says why and *sqlstate is the error's
  * SQLSTATE. See the file header for flags.
+ *
+ * (Long on purpose: one PG_TRY holds the slot, the segment and the
+ * registration, so that an error or cancel at any point releases all
+ * three; its steps are PayloadFill, WorkerDescribe, RegisterWorker,
+ * WaitWorkerGone and PayloadOutcome.)
  */
 bool
 WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
@@ -270,7 +347,6 @@ WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
 	Size		size = offsetof(WorkerPayload, data);
 	dsm_segment *volatile seg = NULL;
 	WorkerPayload *payload;
-	char	   *p;
 	int			i;
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *volatile handle = NULL;
@@ -303,46 +379,13 @@ WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
 	{
 		seg = dsm_create(size, 0);
 		payload = dsm_segment_address(seg);
-		pg_atomic_init_u32(&payload->unpin_claimed, 0);
-		payload->pinned = false;
-		payload->database = database;
-		payload->role = role;
-		payload->flags = flags;
-		payload->committed = false;
-		payload->result_null = true;
-		payload->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-		payload->result[0] = '\0';
-		payload->error[0] = '\0';
-		payload->nargs = nargs;
-		p = payload->data;
-		for (i = 0; i < nfields; i++)
-		{
-			if (fields[i] == NULL)
-			{
-				payload->length[i] = -1;
-				continue;
-			}
-			payload->length[i] = strlen(fields[i]);
-			memcpy(p, fields[i], payload->length[i] + 1);
-			p += payload->length[i] + 1;
-		}
+		PayloadFill(payload, database, role, flags, fields, nargs);
 		if (autonomous)
 		{
 			dsm_pin_segment(seg);
 			payload->pinned = true;
 		}
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "convctx");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "convctx_sql_worker_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "convctx worker for PID %d", MyProcPid);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "convctx worker");
-		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-		worker.bgw_notify_pid = MyProcPid;
-
+		WorkerDescribe(&worker, seg);
 		{
 			BackgroundWorkerHandle *h;
 
@@ -405,16 +448,7 @@ WorkerRunSql(Oid database, Oid role, int flags, const char *sql, int nargs,
 	 */
 	SlotRelease(database, slot);
 
-	committed = payload->committed;
-	if (committed)
-		*result = payload->result_null ? NULL : pstrdup(payload->result);
-	else
-	{
-		*error = pstrdup(payload->error[0] ? payload->error :
-						 gone ? "the worker stopped before it committed" :
-						 "the worker did not finish in time");
-		*sqlstate = payload->sqlstate;
-	}
+	committed = PayloadOutcome(payload, gone, result, error, sqlstate);
 	dsm_detach(seg);
 	return committed;
 }
@@ -491,6 +525,104 @@ CronCheckMembers(void)
 }
 
 /*
+ * The worker's settings first, while nothing of anyone else's can run: the
+ * database's own search_path and timeouts do not apply to it.
+ */
+static void
+WorkerSettings(void)
+{
+	char		timeout[32];
+
+	snprintf(timeout, sizeof(timeout), "%d", WORKER_STATEMENT_TIMEOUT_MS);
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	(void) set_config_option("statement_timeout", timeout, PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	(void) set_config_option("lock_timeout", timeout, PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	enable_timeout_after(STATEMENT_TIMEOUT, WORKER_STATEMENT_TIMEOUT_MS);
+}
+
+/*
+ * Become the payload's role, for good (no way back to the superuser),
+ * after the checks that role must pass.
+ */
+static void
+WorkerBecome(WorkerPayload *payload)
+{
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(payload->role)))
+		ereport(ERROR,
+				errcode(ERRCODE_UNDEFINED_OBJECT),
+				errmsg("role with OID %u does not exist", payload->role));
+	if ((payload->flags & WORKER_AUTONOMOUS) && !(payload->flags & WORKER_AS_OWNER) &&
+		superuser_arg(payload->role))
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("role \"%s\" is a superuser", GetUserNameFromId(payload->role, false)),
+				errdetail("convctx writes audit rows as a role that is not a superuser."),
+				errhint("ALTER ROLE %s NOSUPERUSER.", GetUserNameFromId(payload->role, false)));
+
+	SetUserIdAndSecContext(payload->role,
+						   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+
+	/*
+	 * A role acting for a caller needs CONNECT here, as if it had
+	 * logged in; the audit role only writes rows of this database.
+	 */
+	if (!(payload->flags & WORKER_AUTONOMOUS) &&
+		!DatumGetBool(DirectFunctionCall3(has_database_privilege_id_id,
+										  ObjectIdGetDatum(payload->role),
+										  ObjectIdGetDatum(MyDatabaseId),
+										  CStringGetTextDatum("CONNECT"))))
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("permission denied for database %s", get_database_name(MyDatabaseId)),
+				errdetail("Role \"%s\" does not have CONNECT privilege there.",
+						  GetUserNameFromId(payload->role, false)));
+	if (payload->flags & WORKER_CHECK_PG_CRON)
+		CronCheckMembers();
+}
+
+/* Run the payload's statement with its arguments and keep its first value. */
+static void
+WorkerExecute(WorkerPayload *payload)
+{
+	Oid			argtypes[WORKER_MAX_ARGS];
+	Datum		values[WORKER_MAX_ARGS];
+	char		nulls[WORKER_MAX_ARGS];
+	int			i;
+
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, PayloadString(payload, 0));
+
+	for (i = 0; i < payload->nargs; i++)
+	{
+		char	   *arg = PayloadString(payload, i + 1);
+
+		argtypes[i] = TEXTOID;
+		values[i] = arg ? CStringGetTextDatum(arg) : (Datum) 0;
+		nulls[i] = arg ? ' ' : 'n';
+	}
+	if (SPI_execute_with_args(PayloadString(payload, 0), payload->nargs, argtypes,
+							  values, nulls, false, 0) < 0)
+		elog(ERROR, "convctx worker statement failed");
+	if (SPI_tuptable != NULL && SPI_processed > 0)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (v != NULL)
+		{
+			strlcpy(payload->result, v, WORKER_RESULT_LEN);
+			payload->result_null = false;
+		}
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+}
+
+/*
  * Worker entry point: map the payload, connect, become the acting role,
  * run the statement, commit, and report the outcome through the payload.
  */
@@ -499,10 +631,6 @@ convctx_sql_worker_main(Datum main_arg)
 {
 	dsm_segment *seg;
 	WorkerPayload *payload;
-	Oid			argtypes[WORKER_MAX_ARGS];
-	Datum		values[WORKER_MAX_ARGS];
-	char		nulls[WORKER_MAX_ARGS];
-	int			i;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -517,87 +645,13 @@ convctx_sql_worker_main(Datum main_arg)
 
 	PG_TRY();
 	{
-		char		timeout[32];
-
 		BackgroundWorkerInitializeConnectionByOid(payload->database, InvalidOid, 0);
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
-
-		/*
-		 * Settings first, while nothing of anyone else's can run: the
-		 * database's own search_path and timeouts do not apply to us.
-		 */
-		snprintf(timeout, sizeof(timeout), "%d", WORKER_STATEMENT_TIMEOUT_MS);
-		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
-		(void) set_config_option("statement_timeout", timeout, PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
-		(void) set_config_option("lock_timeout", timeout, PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
-		enable_timeout_after(STATEMENT_TIMEOUT, WORKER_STATEMENT_TIMEOUT_MS);
-
-		if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(payload->role)))
-			ereport(ERROR,
-					errcode(ERRCODE_UNDEFINED_OBJECT),
-					errmsg("role with OID %u does not exist", payload->role));
-		if ((payload->flags & WORKER_AUTONOMOUS) && !(payload->flags & WORKER_AS_OWNER) &&
-			superuser_arg(payload->role))
-			ereport(ERROR,
-					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					errmsg("role \"%s\" is a superuser", GetUserNameFromId(payload->role, false)),
-					errdetail("convctx writes audit rows as a role that is not a superuser."),
-					errhint("ALTER ROLE %s NOSUPERUSER.", GetUserNameFromId(payload->role, false)));
-
-		/* From here on, the acting role; no way back to the superuser. */
-		SetUserIdAndSecContext(payload->role,
-							   SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-
-		/*
-		 * A role acting for a caller needs CONNECT here, as if it had
-		 * logged in; the audit role only writes rows of this database.
-		 */
-		if (!(payload->flags & WORKER_AUTONOMOUS) &&
-			!DatumGetBool(DirectFunctionCall3(has_database_privilege_id_id,
-											  ObjectIdGetDatum(payload->role),
-											  ObjectIdGetDatum(MyDatabaseId),
-											  CStringGetTextDatum("CONNECT"))))
-			ereport(ERROR,
-					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					errmsg("permission denied for database %s", get_database_name(MyDatabaseId)),
-					errdetail("Role \"%s\" does not have CONNECT privilege there.",
-							  GetUserNameFromId(payload->role, false)));
-		if (payload->flags & WORKER_CHECK_PG_CRON)
-			CronCheckMembers();
-
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, PayloadString(payload, 0));
-
-		for (i = 0; i < payload->nargs; i++)
-		{
-			char	   *arg = PayloadString(payload, i + 1);
-
-			argtypes[i] = TEXTOID;
-			values[i] = arg ? CStringGetTextDatum(arg) : (Datum) 0;
-			nulls[i] = arg ? ' ' : 'n';
-		}
-		if (SPI_execute_with_args(PayloadString(payload, 0), payload->nargs, argtypes,
-								  values, nulls, false, 0) < 0)
-			elog(ERROR, "convctx worker statement failed");
-		if (SPI_tuptable != NULL && SPI_processed > 0)
-		{
-			char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-
-			if (v != NULL)
-			{
-				strlcpy(payload->result, v, WORKER_RESULT_LEN);
-				payload->result_null = false;
-			}
-		}
-
-		SPI_finish();
-		PopActiveSnapshot();
+		WorkerSettings();
+		WorkerBecome(payload);
+		WorkerExecute(payload);
 		disable_timeout(STATEMENT_TIMEOUT, false);
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
