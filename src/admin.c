@@ -127,12 +127,9 @@
 	"  FROM convctx.role_tenant b WHERE" TENANT_OF("b") " AND NOT" ROLE_EXISTS("b") \
 	" ORDER BY b.role_name"
 
-static SPIPlanPtr sessions_plan = NULL;
-static SPIPlanPtr stats_plan = NULL;
-static SPIPlanPtr audit_plan = NULL;
-static SPIPlanPtr session_turns_plan = NULL;
-static SPIPlanPtr bindings_plan = NULL;
-static SPIPlanPtr unresolved_bindings_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr sessions_plan, stats_plan, audit_plan, session_turns_plan,
+			bindings_plan, unresolved_bindings_plan;
 
 /* The caller's tenant for these reads: NULL for every tenant. */
 static text *

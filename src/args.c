@@ -145,11 +145,8 @@ ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what)
 		return NULL;
 	jb = PG_GETARG_JSONB_P(argno);
 	if (!JB_ROOT_IS_OBJECT(jb))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("%s must be a JSON object", what),
-				errdetail("Got a JSON %s.",
-						  JB_ROOT_IS_SCALAR(jb) ? "scalar" : "array"));
+		JsonbWrongType(JB_ROOT_IS_SCALAR(jb) ? "scalar" : "array",
+					   "%s must be a JSON object", what);
 	return jb;
 }
 

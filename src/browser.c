@@ -45,15 +45,9 @@
 
 #include "convctx.h"
 
-static SPIPlanPtr list_plan = NULL;
-static SPIPlanPtr title_plan = NULL;
-static SPIPlanPtr title_exists_plan = NULL;
-static SPIPlanPtr turn_range_plan = NULL;
-static SPIPlanPtr turns_plan = NULL;
-static SPIPlanPtr page_forward_plan = NULL;
-static SPIPlanPtr page_backward_plan = NULL;
-static SPIPlanPtr replay_size_plan = NULL;
-static SPIPlanPtr replay_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr list_plan, title_plan, title_exists_plan, turn_range_plan,
+			turns_plan, page_forward_plan, page_backward_plan, replay_size_plan, replay_plan;
 
 /* Longest page of list_conversations and conversation_turns. */
 #define BROWSER_MAX_PAGE 1000

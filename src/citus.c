@@ -95,14 +95,11 @@ DistributedInvalidate(Datum arg, Oid relid)
 static const ConvctxVariant citus_variant = {
 	.name = "Citus",
 	.plan_options = CURSOR_OPT_CUSTOM_PLAN,
-	.rows_here = false,
 	.one_shard_statements = true,
-	.bindings_announced = false,
 	.audit_by_owner = true,
 	.reference_rows = CitusReferenceShard,
 	.forwarded_call = CitusInternalBackend,
 	.refuse = CitusRefuse,
-	.purge_once = NULL,
 };
 
 /* The chooser (VariantRegister): Citus's table once distribute() ran. */

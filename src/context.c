@@ -51,20 +51,15 @@ ContextActiveArray(Jsonb *ctx)
 	JsonbValue	found;
 
 	if (!JB_ROOT_IS_OBJECT(ctx))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("context must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
+		JsonbWrongType(JsonbRootTypeName(ctx), "context must be a JSON object");
 
 	if (getKeyJsonValueFromContainer(&ctx->root, CONVCTX_ACTIVE_NODE_IDS,
 									 strlen(CONVCTX_ACTIVE_NODE_IDS), &found) == NULL)
 		return NULL;
 
 	if (found.type != jbvBinary || !JsonContainerIsArray(found.val.binary.data))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("context key \"%s\" must be a JSON array", CONVCTX_ACTIVE_NODE_IDS),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(&found)));
+		JsonbWrongType(JsonbValueTypeName(&found),
+					   "context key \"%s\" must be a JSON array", CONVCTX_ACTIVE_NODE_IDS);
 	return found.val.binary.data;
 }
 
@@ -86,12 +81,9 @@ ReadActiveIds(JsonbContainer *arr, IdKey *ids)
 		uint32		start = off;
 
 		if (!JBE_ISSTRING(je))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("element %d of context key \"%s\" is not a string",
-						   i + 1, CONVCTX_ACTIVE_NODE_IDS),
-					errdetail("Got a JSON %s.",
-							  JsonbValueTypeName(getIthJsonbValueFromContainer(arr, i))));
+			JsonbWrongType(JsonbValueTypeName(getIthJsonbValueFromContainer(arr, i)),
+						   "element %d of context key \"%s\" is not a string",
+						   i + 1, CONVCTX_ACTIVE_NODE_IDS);
 		JBE_ADVANCE_OFFSET(off, je);
 		ids[i].str = base + start;
 		ids[i].len = (int) (off - start);
@@ -698,10 +690,8 @@ NodeOptionalString(JsonbContainer *node, int node_no, const char *key, JsonbValu
 		return;
 	}
 	if (out->type != jbvString)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("key \"%s\" of node %d must be a string", key, node_no),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(out)));
+		JsonbWrongType(JsonbValueTypeName(out),
+					   "key \"%s\" of node %d must be a string", key, node_no);
 	if (out->val.string.len == 0)
 		out->type = jbvNull;
 }
@@ -720,10 +710,7 @@ ReadAspectNodes(Jsonb *jnodes, idmap_hash *set)
 	int			n = 0;
 
 	if (!JB_ROOT_IS_ARRAY(jnodes) || JB_ROOT_IS_SCALAR(jnodes))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("nodes must be a JSON array of objects"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(jnodes)));
+		JsonbWrongType(JsonbRootTypeName(jnodes), "nodes must be a JSON array of objects");
 	nodes = palloc(sizeof(AspectNode) * Max(JB_ROOT_COUNT(jnodes), 1));
 	it = JsonbIteratorInit(&jnodes->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
@@ -738,10 +725,7 @@ ReadAspectNodes(Jsonb *jnodes, idmap_hash *set)
 		if (tok != WJB_ELEM)
 			continue;
 		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("node %d must be a JSON object", n + 1),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+			JsonbWrongType(JsonbValueTypeName(&v), "node %d must be a JSON object", n + 1);
 		node = v.val.binary.data;
 		if (JSONB_KEY(node, "id", &id) == NULL || id.type != jbvString)
 			ereport(ERROR,

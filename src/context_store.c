@@ -49,12 +49,9 @@
 #include "variant.h"
 #include "context_store.h"
 
-static SPIPlanPtr context_load_plan = NULL;
-static SPIPlanPtr context_load_locked_plan = NULL;
-static SPIPlanPtr context_save_plan = NULL;
-static SPIPlanPtr context_add_plan = NULL;
-static SPIPlanPtr context_lock_plan = NULL;
-static SPIPlanPtr context_upsert_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr context_load_plan, context_load_locked_plan, context_save_plan,
+			context_add_plan, context_lock_plan, context_upsert_plan;
 
 #define CONTEXT_LOAD_SQL \
 	"SELECT context_json FROM convctx.conversation_context" \

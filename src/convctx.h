@@ -92,6 +92,8 @@ extern void CheckIdLength(int len, const char *what);
 /* Look a key up by a string literal, its length counted by the compiler. */
 #define JSONB_KEY(container, key, out) \
 	getKeyJsonValueFromContainer((container), "" key "", sizeof(key) - 1, (out))
+extern void JsonbWrongType(const char *got, const char *fmt,...)
+			pg_attribute_printf(2, 3) pg_attribute_noreturn();
 extern const char *JsonbValueTypeName(JsonbValue *v);
 extern const char *JsonbRootTypeName(Jsonb *jb);
 extern bool JsonbIsArray(Jsonb *jb);

@@ -60,8 +60,8 @@
 #include "convctx.h"
 #include "variant.h"
 
-static SPIPlanPtr export_plan = NULL;
-static SPIPlanPtr messages_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr export_plan, messages_plan;
 
 /* Rows fetched from the cursor at a time. */
 #define EXPORT_BATCH 1000

@@ -28,8 +28,8 @@
 
 #include "convctx.h"
 
-static SPIPlanPtr finalized_exists_plan = NULL;
-static SPIPlanPtr phrases_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr finalized_exists_plan, phrases_plan;
 
 /*
  * Whether the session has a finalized, live, current-version turn: its

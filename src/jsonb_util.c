@@ -13,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
@@ -64,11 +65,36 @@ JsonbObjectString(JsonbContainer *obj, const char *key, const char *what, JsonbV
 		out->type == jbvNull)
 		return NULL;
 	if (out->type != jbvString)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("key \"%s\" of %s must be a string", key, what),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(out)));
+		JsonbWrongType(JsonbValueTypeName(out), "key \"%s\" of %s must be a string", key, what);
 	return out;
+}
+
+/*
+ * ERROR 22023 for a JSON value of the wrong type: the message from fmt,
+ * the detail naming the type it has (got).
+ */
+void
+JsonbWrongType(const char *got, const char *fmt,...)
+{
+	StringInfoData msg;
+
+	initStringInfo(&msg);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&msg, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&msg, needed);
+	}
+	ereport(ERROR,
+			errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			errmsg("%s", msg.data),
+			errdetail("Got a JSON %s.", got));
 }
 
 void

@@ -32,10 +32,9 @@
 #include "idmap.h"
 #include "prompt_text.h"
 
-static SPIPlanPtr earlier_plan = NULL;
-static SPIPlanPtr store_retrieval_plan = NULL;
-static SPIPlanPtr history_plan = NULL;
-static SPIPlanPtr history_session_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr earlier_plan, store_retrieval_plan, history_plan,
+			history_session_plan;
 
 #define EARLIER_SQL \
 	"SELECT citations, chunks FROM convctx.turn_retrieval" \
@@ -84,10 +83,7 @@ CheckChunk(JsonbValue *v, const char *what)
 	JsonbValue	text;
 
 	if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("%s must be a JSON object", what),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(v)));
+		JsonbWrongType(JsonbValueTypeName(v), "%s must be a JSON object", what);
 	if (JsonbObjectString(v->val.binary.data, "id", what, &id) == NULL || id.val.string.len == 0)
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -114,10 +110,7 @@ CheckChunkArray(Jsonb *arr, const char *what)
 	int			i;
 
 	if (!JsonbIsArray(arr))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("%s must be a JSON array of chunk objects", what),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(arr)));
+		JsonbWrongType(JsonbRootTypeName(arr), "%s must be a JSON array of chunk objects", what);
 	n = JB_ROOT_COUNT(arr);
 	for (i = 0; i < n; i++)
 		(void) CheckChunk(getIthJsonbValueFromContainer(&arr->root, i),
@@ -164,10 +157,7 @@ CheckCitations(Jsonb *citations)
 	if (citations == NULL)
 		return false;
 	if (!JsonbIsArray(citations))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("citations must be a JSON array"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(citations)));
+		JsonbWrongType(JsonbRootTypeName(citations), "citations must be a JSON array");
 	n = JB_ROOT_COUNT(citations);
 	for (i = 0; i < n; i++)
 	{
@@ -612,10 +602,7 @@ ReadLabels(Jsonb *l, JsonbValue *labels)
 	if (l == NULL)
 		return;
 	if (!JB_ROOT_IS_OBJECT(l))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("labels must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(l)));
+		JsonbWrongType(JsonbRootTypeName(l), "labels must be a JSON object");
 	it = JsonbIteratorInit(&l->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 		if (tok == WJB_KEY && SectionOf(&v) < 0)
@@ -640,10 +627,7 @@ EntryNumber(JsonbContainer *entry, const char *key, const char *what)
 	if (getKeyJsonValueFromContainer(entry, key, strlen(key), &v) == NULL || v.type == jbvNull)
 		return NULL;
 	if (v.type != jbvNumeric)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("key \"%s\" of %s must be a number", key, what),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		JsonbWrongType(JsonbValueTypeName(&v), "key \"%s\" of %s must be a number", key, what);
 	return NumberText(&v);
 }
 
@@ -658,10 +642,7 @@ ReadHistoryEntry(JsonbValue *e, int i, int *section, char **index, char **turns_
 	JsonbValue	v;
 
 	if (e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("%s must be a JSON object", what),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(e)));
+		JsonbWrongType(JsonbValueTypeName(e), "%s must be a JSON object", what);
 	*section = -1;
 	if (JsonbObjectString(e->val.binary.data, "section", what, &v) != NULL)
 		*section = SectionOf(&v);
@@ -729,10 +710,7 @@ RenderContextHistory(Jsonb *history, Jsonb *labels_arg)
 	int			i;
 
 	if (!JsonbIsArray(history))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("history must be a JSON array"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(history)));
+		JsonbWrongType(JsonbRootTypeName(history), "history must be a JSON array");
 	ReadLabels(labels_arg, labels);
 
 	initStringInfo(&buf);

@@ -29,8 +29,8 @@
 #include "idmap.h"
 #include "prompt_text.h"
 
-static SPIPlanPtr store_clarification_plan = NULL;
-static SPIPlanPtr load_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr store_clarification_plan, load_plan;
 
 #define STORE_CLARIFICATION_SQL \
 	"INSERT INTO convctx.clarification (tenant_id, session_id, turn_no, questions, inferred_context)" \
@@ -63,10 +63,7 @@ CheckQuestions(JsonbContainer *arr, const char *what)
 		JsonbValue	v;
 
 		if (q->type != jbvBinary || !JsonContainerIsObject(q->val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("%s must be a JSON object", qwhat),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(q)));
+			JsonbWrongType(JsonbValueTypeName(q), "%s must be a JSON object", qwhat);
 		if (JsonbObjectString(q->val.binary.data, "question", qwhat, &v) == NULL)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -133,10 +130,7 @@ convctx_record_clarification(PG_FUNCTION_ARGS)
 	ArgNotNull(fcinfo, 2, "questions");
 	questions = PG_GETARG_JSONB_P(2);
 	if (!JsonbIsArray(questions))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("questions must be a JSON array"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(questions)));
+		JsonbWrongType(JsonbRootTypeName(questions), "questions must be a JSON array");
 	CheckQuestions(&questions->root, "questions");
 	CheckMaxTextBytes(VARSIZE(questions) + VARSIZE(inferred) - 2 * VARHDRSZ,
 					  "clarification is too long", "Its questions and inferred context have");
@@ -276,10 +270,8 @@ ClarificationKey(Jsonb *ctx, const char *key, bool array)
 		return NULL;
 	if (v.type != jbvBinary ||
 		!(array ? JsonContainerIsArray(v.val.binary.data) : JsonContainerIsObject(v.val.binary.data)))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("key \"%s\" must be a JSON %s", key, array ? "array" : "object"),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		JsonbWrongType(JsonbValueTypeName(&v),
+					   "key \"%s\" must be a JSON %s", key, array ? "array" : "object");
 	return v.val.binary.data;
 }
 
@@ -293,10 +285,7 @@ CheckAnswers(JsonbContainer *answers)
 
 	while ((tok = JsonbIteratorNext(&it, &a, true)) != WJB_DONE)
 		if (tok == WJB_VALUE && a.type != jbvString && a.type != jbvNull)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("every answer must be a string"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&a)));
+			JsonbWrongType(JsonbValueTypeName(&a), "every answer must be a string");
 }
 
 /* "## Questions I Asked" with a "- question (type)" line per question. */
@@ -383,10 +372,7 @@ RenderClarification(Jsonb *ctx, text *instruction)
 	JsonbContainer *inferred;
 
 	if (!JB_ROOT_IS_OBJECT(ctx))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("clarification context must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(ctx)));
+		JsonbWrongType(JsonbRootTypeName(ctx), "clarification context must be a JSON object");
 	if ((questions = ClarificationKey(ctx, "questionsAsked", true)) != NULL)
 		CheckQuestions(questions, "questionsAsked");
 	if ((answers = ClarificationKey(ctx, "answers", false)) != NULL)

@@ -47,16 +47,10 @@
 #include "convctx.h"
 #include "prompt_text.h"
 
-static SPIPlanPtr window_plan = NULL;
-static SPIPlanPtr counts_plan = NULL;
-static SPIPlanPtr set_summary_plan = NULL;
-static SPIPlanPtr clear_summary_mark_plan = NULL;
-static SPIPlanPtr summary_lock_plan = NULL;
-static SPIPlanPtr summary_stale_plan = NULL;
-static SPIPlanPtr to_summarize_plan = NULL;
-static SPIPlanPtr forget_turn_plan = NULL;
-static SPIPlanPtr forget_session_plan = NULL;
-static SPIPlanPtr forget_sessions_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr window_plan, counts_plan, set_summary_plan, clear_summary_mark_plan,
+			summary_lock_plan, summary_stale_plan, to_summarize_plan, forget_turn_plan,
+			forget_session_plan, forget_sessions_plan;
 
 #define LIVE_TURN \
 	" " SESSION_KEY \
@@ -641,10 +635,7 @@ StateArray(Jsonb *st, const char *key)
 		v.type == jbvNull)
 		return NULL;
 	if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("key \"%s\" of state must be an array", key),
-				errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+		JsonbWrongType(JsonbValueTypeName(&v), "key \"%s\" of state must be an array", key);
 	return v.val.binary.data;
 }
 
@@ -676,10 +667,8 @@ AppendRecentMessages(StringInfo buf, bool *any, JsonbContainer *arr)
 		bool		has_text;
 
 		if (m->type != jbvBinary || !JsonContainerIsObject(m->val.binary.data))
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("message %d of the state must be a JSON object", k + 1),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(m)));
+			JsonbWrongType(JsonbValueTypeName(m),
+						   "message %d of the state must be a JSON object", k + 1);
 		if (JsonbObjectString(m->val.binary.data, "role", "a message", &role) == NULL ||
 			!IsPromptRole(&role))
 			ereport(ERROR,
@@ -713,10 +702,7 @@ AppendEntities(StringInfo buf, bool *any, JsonbContainer *arr)
 		JsonbValue *e = getIthJsonbValueFromContainer(arr, k);
 
 		if (e->type != jbvString)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("entity %d of the state must be a string", k + 1),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(e)));
+			JsonbWrongType(JsonbValueTypeName(e), "entity %d of the state must be a string", k + 1);
 		if (shown == 10)
 			continue;
 		if (shown == 0)
@@ -738,10 +724,7 @@ RenderConversationState(Jsonb *st)
 	bool		any = false;
 
 	if (!JB_ROOT_IS_OBJECT(st))
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("state must be a JSON object"),
-				errdetail("Got a JSON %s.", JsonbRootTypeName(st)));
+		JsonbWrongType(JsonbRootTypeName(st), "state must be a JSON object");
 	initStringInfo(&buf);
 	if (JsonbObjectString(&st->root, "summary", "state", &v) != NULL && v.val.string.len > 0)
 	{
@@ -753,10 +736,8 @@ RenderConversationState(Jsonb *st)
 	if (JSONB_KEY(&st->root, "is_first_message", &v) != NULL && v.type != jbvNull)
 	{
 		if (v.type != jbvBool)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("key \"is_first_message\" of state must be a boolean"),
-					errdetail("Got a JSON %s.", JsonbValueTypeName(&v)));
+			JsonbWrongType(JsonbValueTypeName(&v),
+						   "key \"is_first_message\" of state must be a boolean");
 		if (v.val.boolean)
 			StartPart(&buf, &any, "This is the user's first message in this conversation.");
 	}

@@ -29,9 +29,8 @@
 
 #include "convctx.h"
 
-static SPIPlanPtr session_touch_plan = NULL;
-static SPIPlanPtr link_plan = NULL;
-static SPIPlanPtr backfill_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
 
 /*
  * Create the session row or count a link as activity on it, locking the

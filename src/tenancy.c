@@ -85,8 +85,8 @@
 #define UNBIND_SQL \
 	"DELETE FROM convctx.role_tenant WHERE role_name OPERATOR(pg_catalog.=) $1 RETURNING tenant_id"
 
-static SPIPlanPtr bind_plan = NULL;
-static SPIPlanPtr unbind_plan = NULL;
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr bind_plan, unbind_plan;
 
 /* What a role, or a session, may act for. */
 typedef enum BindingKind

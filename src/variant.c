@@ -34,13 +34,9 @@ static const ConvctxVariant single_server = {
 	.name = "single server",
 	.plan_options = CURSOR_OPT_GENERIC_PLAN,
 	.rows_here = true,
-	.one_shard_statements = false,
 	.bindings_announced = true,
-	.audit_by_owner = false,
 	.reference_rows = OwnRows,
-	.forwarded_call = NULL,
-	.refuse = NULL,
-	.purge_once = NULL,
+	/* the rest false or NULL: see variant.h */
 };
 
 static const ConvctxVariant *(*chooser) (void) = NULL;

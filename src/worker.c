@@ -156,6 +156,20 @@ MsLeft(TimestampTz deadline)
 }
 
 /*
+ * Sleep until the latch is set, poll_ms pass or deadline comes, whichever
+ * is first; then take a pending interrupt when interruptible.
+ */
+static void
+WaitTick(TimestampTz deadline, long poll_ms, bool interruptible)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Min(poll_ms, MsLeft(deadline)), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (interruptible)
+		CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * Take one of the worker slots of database within WORKER_SLOT_WAIT_MS;
  * returns the slot number or -1. Only conditional lock attempts: a slot
  * is never waited for in the lock manager.
@@ -188,11 +202,7 @@ SlotAcquire(Oid database, bool interruptible)
 		 * Poll often: a caller that just released a slot tries again at
 		 * once, so a slow poller would starve.
 		 */
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(2, MsLeft(deadline)), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		if (interruptible)
-			CHECK_FOR_INTERRUPTS();
+		WaitTick(deadline, 2, interruptible);
 	}
 }
 
@@ -222,11 +232,7 @@ WaitWorkerGone(BackgroundWorkerHandle *handle, TimestampTz deadline, bool interr
 			return true;
 		if (status == BGWH_POSTMASTER_DIED || MsLeft(deadline) == 0)
 			return false;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(100, MsLeft(deadline)), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		if (interruptible)
-			CHECK_FOR_INTERRUPTS();
+		WaitTick(deadline, 100, interruptible);
 	}
 }
 
@@ -244,11 +250,7 @@ RegisterWorker(BackgroundWorker *worker, BackgroundWorkerHandle **handle, bool i
 	{
 		if (MsLeft(deadline) == 0)
 			return false;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(50, MsLeft(deadline)), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		if (interruptible)
-			CHECK_FOR_INTERRUPTS();
+		WaitTick(deadline, 50, interruptible);
 	}
 	return true;
 }
