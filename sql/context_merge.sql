@@ -181,7 +181,7 @@ SELECT convctx.context_aspect('{"activeNodeIds": ["a"]}', '[{"id": "a", "shortDe
 \echo :LAST_ERROR_SQLSTATE
 
 -- ids crafted to share one value of PostgreSQL's unkeyed hash (made by
--- test/bench/idmap_collide.c): the id set hashes them with a per-backend key,
+-- test/bench/hash_flood/idmap_collide.c): the id set hashes them with a per-backend key,
 -- and the merge stays correct (and linear: see README, Performance)
 CREATE TEMP TABLE crafted AS SELECT regexp_split_to_array(btrim($$
 :UQub7:Rv.;( k+~0@QP/bF;c (*%SuORi^XFr -Xe?@d<Oa4&p kCb]0XJSWm^N 3&)x(Q0H3:+q <CQOPxqHIZj. J^Tls^md3d<C

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hash flooding: context_merge of 16,000 node ids that all share one value
-# of PostgreSQL's unkeyed hash_bytes() (made by test/bench/idmap_collide.c)
+# of PostgreSQL's unkeyed hash_bytes() (made by test/bench/hash_flood/idmap_collide.c)
 # against 16,000 ordinary ids, in a throwaway cluster. With the per-backend
 # keyed SipHash of src/idmap.c both cost about the same; with an unkeyed
 # hash the colliding ids make the merge quadratic. Prints the median of 5
@@ -10,7 +10,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
 build_and_install
-as_test_user gcc -O2 -o "$STAGE/idmap_collide" "$STAGE/test/bench/idmap_collide.c"
+as_test_user gcc -O2 -o "$STAGE/idmap_collide" "$STAGE/test/bench/hash_flood/idmap_collide.c"
 as_test_user sh -c "'$STAGE/idmap_collide' 16000 > '$STAGE/colliding_ids.txt'"
 in_throwaway_cluster "the benchmark" \
     psql -X -q -v ON_ERROR_STOP=1 -v ids="$STAGE/colliding_ids.txt" <<'SQL'

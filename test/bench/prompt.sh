@@ -10,4 +10,4 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 ensure_packages
 build_and_install
 in_throwaway_cluster "the benchmark" \
-    psql -X -q -v ON_ERROR_STOP=1 <"$STAGE/test/bench/prompt.sql"
+    psql -X -q -v ON_ERROR_STOP=1 <"$STAGE/test/bench/prompt/bench.sql"

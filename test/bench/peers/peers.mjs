@@ -105,7 +105,7 @@ class Convctx {
     close() { return this.pool.end(); }
 }
 
-// The bare-table floor: floor.turn (test/bench/floor_turn.sql) and two
+// The bare-table floor: floor.turn (test/bench/lib/floor_turn.sql) and two
 // statements.
 class Floor {
     tables = ['floor.turn'];

@@ -36,7 +36,7 @@ if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 22 ]; then
 fi
 echo "== installing the peers' packages (npm ci) in $OUT/app ($(elapsed))"
 cp "$HERE/package.json" "$HERE/package-lock.json" "$HERE/.npmrc" "$HERE/peers.mjs" "$OUT/app/"
-cp "$HERE/../floor_turn.sql" "$OUT/"
+cp "$HERE/../lib/floor_turn.sql" "$OUT/"
 (cd "$OUT/app" && npm ci --cache "$OUT/npm-cache" --no-audit --no-fund --loglevel=error >"$OUT/npm.log" 2>&1) || {
     echo "== npm ci failed:"; cat "$OUT/npm.log"; exit 1; }
 echo "   node $(node --version); $(cd "$OUT/app" && node -e '

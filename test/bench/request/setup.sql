@@ -18,7 +18,7 @@
 SET client_min_messages = warning;
 -- The run created the extension, to check its functions first.
 CREATE SCHEMA bench;
-\ir ../floor_turn.sql
+\ir ../lib/floor_turn.sql
 -- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
 ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 

@@ -1,4 +1,4 @@
--- Storage benchmark state: convctx, and floor.turn (test/bench/floor_turn.sql).
+-- Storage benchmark state: convctx, and floor.turn (test/bench/lib/floor_turn.sql).
 -- Both empty; the load writes them.
 
 \set ON_ERROR_STOP 1
@@ -6,7 +6,7 @@
 SET client_min_messages = warning;
 CREATE EXTENSION convctx;
 CREATE SCHEMA bench;
-\ir ../floor_turn.sql
+\ir ../lib/floor_turn.sql
 
 -- A 200-byte question and a 1,000-byte answer.
 CREATE FUNCTION bench.question() RETURNS text LANGUAGE sql IMMUTABLE

@@ -12,7 +12,7 @@
 SET client_min_messages = warning;
 CREATE EXTENSION convctx;
 CREATE SCHEMA bench;
-\ir ../floor_turn.sql
+\ir ../lib/floor_turn.sql
 -- Bare by default (fillfactor 100); :floor_fillfactor 70 gives it convctx.turn's.
 ALTER TABLE floor.turn SET (fillfactor = :floor_fillfactor);
 

@@ -6,7 +6,7 @@
  * backwards. They showed the id sets of context_merge going quadratic
  * under hash_bytes; with the keyed SipHash of src/idmap.c they do not.
  *
- *   cc -O2 -o /tmp/idmap_collide test/bench/idmap_collide.c
+ *   cc -O2 -o /tmp/idmap_collide test/bench/hash_flood/idmap_collide.c
  *   /tmp/idmap_collide 16000 > /tmp/ids.txt
  *
  * Check a line with SELECT hashtext('<id>'): every id gives the same value.
