@@ -30,6 +30,9 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 /* $1 the tenant, NULL for every tenant; $2 a session id or NULL */
 #define SESSIONS_SQL \

@@ -19,6 +19,9 @@
 #include "utils/varlena.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "jsonb_util.h"
+#include "settings.h"
 
 
 /* 22004 when argument argno, named what in the message, is NULL. */

@@ -28,7 +28,10 @@
 #include "utils/builtins.h"
 
 #include "convctx.h"
+#include "audit.h"
+#include "spi_util.h"
 #include "variant.h"
+#include "worker.h"
 
 #define AUDIT_INSERT_SQL \
 	"INSERT INTO convctx.audit_log" \

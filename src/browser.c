@@ -44,6 +44,11 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "browser.h"
+#include "recent_turns.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr list_plan, title_plan, title_exists_plan, turn_range_plan,

@@ -68,6 +68,8 @@
 #include "utils/rel.h"
 
 #include "convctx.h"
+#include "citus.h"
+#include "tenancy.h"
 #include "variant.h"
 
 /* Whether convctx.turn is a Citus table in this database: -1 not known. */

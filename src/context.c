@@ -31,8 +31,11 @@
 #include "utils/jsonb.h"
 
 #include "convctx.h"
+#include "context.h"
 #include "idmap.h"
+#include "jsonb_util.h"
 #include "prompt_text.h"
+#include "settings.h"
 
 /* The ids of a context's activeNodeIds, in stored order. */
 typedef struct NodeIdList

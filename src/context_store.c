@@ -46,8 +46,13 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
-#include "variant.h"
+#include "args.h"
+#include "context.h"
 #include "context_store.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "variant.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr context_load_plan, context_load_locked_plan, context_save_plan,

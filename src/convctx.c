@@ -15,6 +15,10 @@
 #include "fmgr.h"
 
 #include "convctx.h"
+#include "citus.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 PG_MODULE_MAGIC;
 

@@ -58,6 +58,9 @@
 #include "utils/typcache.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "spi_util.h"
+#include "tenancy.h"
 #include "variant.h"
 
 /* kept plans (spi_util.c), NULL until first used */

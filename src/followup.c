@@ -27,6 +27,9 @@
 #include "utils/formatting.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr finalized_exists_plan, phrases_plan;

@@ -55,6 +55,20 @@
 #include "utils/uuid.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "audit.h"
+#include "browser.h"
+#include "citus.h"
+#include "context.h"
+#include "jsonb_util.h"
+#include "metadata.h"
+#include "prompt_citations.h"
+#include "prompt_clarification.h"
+#include "session_link.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
 
 /* The record types of the format, in the order of their counts. */
 typedef enum RecordType
@@ -738,15 +752,6 @@ TextOrNull(text *t, char *null)
 {
 	*null = t ? ' ' : 'n';
 	return PointerGetDatum(t);
-}
-
-static bool
-TextEqual(text *a, text *b)
-{
-	if (a == NULL || b == NULL)
-		return a == b;
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
 /*

@@ -18,6 +18,7 @@
 #include "utils/numeric.h"
 
 #include "convctx.h"
+#include "jsonb_util.h"
 
 const char *
 JsonbValueTypeName(JsonbValue *v)

@@ -76,7 +76,17 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "audit.h"
+#include "citus.h"
 #include "idmap.h"
+#include "jsonb_util.h"
+#include "metadata.h"
+#include "prompt_state.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
 
 static SPIPlanPtr title_clear_plan = NULL;
 static SPIPlanPtr redact_turn_plan = NULL;
@@ -1339,14 +1349,6 @@ PurgeCandidatesRead(SPIPlanPtr plan, Datum *values, const char *nulls, PurgeCand
 }
 
 #define CANDIDATE(c, row, col) ((c)->values[(row) * (c)->ncols + (col)])
-
-/* Byte equality of two ids (the key columns are COLLATE "C"). */
-static bool
-TextEqual(text *a, text *b)
-{
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
 
 /*
  * The candidates of a pass: plans[0] (sql_all, every tenant) or plans[1]

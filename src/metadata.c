@@ -23,6 +23,10 @@
 #include "utils/varlena.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "jsonb_util.h"
+#include "metadata.h"
+#include "settings.h"
 
 static bool
 KeyAllowed(List *allowed, const char *key, int len)

@@ -29,8 +29,14 @@
 #include "utils/numeric.h"
 
 #include "convctx.h"
+#include "args.h"
 #include "idmap.h"
+#include "jsonb_util.h"
+#include "prompt_citations.h"
 #include "prompt_text.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr earlier_plan, store_retrieval_plan, history_plan,

@@ -26,8 +26,14 @@
 #include "utils/jsonb.h"
 
 #include "convctx.h"
+#include "args.h"
 #include "idmap.h"
+#include "jsonb_util.h"
+#include "prompt_clarification.h"
 #include "prompt_text.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr store_clarification_plan, load_plan;

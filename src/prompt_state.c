@@ -45,7 +45,14 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "jsonb_util.h"
+#include "prompt_state.h"
 #include "prompt_text.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr window_plan, counts_plan, set_summary_plan, clear_summary_mark_plan,

@@ -74,7 +74,12 @@
 #include "utils/tuplestore.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "citus.h"
+#include "jsonb_util.h"
 #include "recent_turns.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 /*
  * The columns read, in the order recent_turns returns them; the last

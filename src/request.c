@@ -28,8 +28,11 @@
 #include "utils/snapmgr.h"
 
 #include "convctx.h"
+#include "args.h"
 #include "context_store.h"
 #include "recent_turns.h"
+#include "spi_util.h"
+#include "tenancy.h"
 #include "turns.h"
 
 /* The columns begin_turn returns, in order. */

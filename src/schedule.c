@@ -39,6 +39,9 @@
 #include "utils/varlena.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "spi_util.h"
+#include "worker.h"
 
 #define RETENTION_JOB_NAME "convctx-retention"
 #define RETENTION_JOB_COMMAND "CALL convctx.purge_all()"

@@ -28,6 +28,12 @@
 #include "utils/builtins.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "audit.h"
+#include "jsonb_util.h"
+#include "session_link.h"
+#include "spi_util.h"
+#include "tenancy.h"
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
@@ -54,13 +60,6 @@ static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
 	" WHERE " SESSION_KEY \
 	"   AND identity_id IS NULL"
 
-static bool
-TextEq(text *a, text *b)
-{
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
 /*
  * Link session_id to identity_id. The caller holds the session row's lock
  * and passes the identity that row holds (NULL when anonymous). Linking to
@@ -84,7 +83,7 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 		char	   *linked = text_to_cstring(current_identity);
 		char	   *requested = text_to_cstring(identity_id);
 
-		if (TextEq(current_identity, identity_id))
+		if (TextEqual(current_identity, identity_id))
 			return;
 
 		pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);

@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
@@ -23,6 +25,7 @@
 #include "utils/varlena.h"
 
 #include "convctx.h"
+#include "settings.h"
 
 char	   *convctx_tenant = NULL;
 int			convctx_tenant_scope = TENANT_SCOPE_SESSION;

@@ -58,6 +58,7 @@
 #include "utils/syscache.h"
 
 #include "convctx.h"
+#include "spi_util.h"
 #include "variant.h"
 
 static bool catalog_checked = false;

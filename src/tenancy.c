@@ -70,6 +70,12 @@
 #include "utils/syscache.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "audit.h"
+#include "jsonb_util.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
 #include "variant.h"
 
 #define ROLE_TENANT_TABLE "role_tenant"

@@ -59,6 +59,13 @@
 #include "utils/uuid.h"
 
 #include "convctx.h"
+#include "args.h"
+#include "citus.h"
+#include "metadata.h"
+#include "session_link.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
 #include "turns.h"
 
 static SPIPlanPtr find_request_plan = NULL;
@@ -383,15 +390,6 @@ PlanArg(void *p, char *null_flag)
 {
 	*null_flag = (p == NULL) ? 'n' : ' ';
 	return PointerGetDatum(p);
-}
-
-static bool
-TextEqual(Datum a, text *b)
-{
-	text	   *ta = DatumGetTextPP(a);
-
-	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(b) &&
-		memcmp(VARDATA_ANY(ta), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
 }
 
 /*
@@ -916,10 +914,10 @@ TurnStateCheck(text *tenant, text *session_id, pg_uuid_t *turn_id,
 				errhint("Use convctx.finalize_turn() to store its first answer."));
 
 	stored = SPI_getbinval(row, desc, 4, &isnull);
-	if (!isnull && TextEqual(stored, answer_neutral))
+	if (!isnull && TextEqual(DatumGetTextPP(stored), answer_neutral))
 	{
 		stored = SPI_getbinval(row, desc, 5, &isnull);
-		if (answer_translated == NULL || (!isnull && TextEqual(stored, answer_translated)))
+		if (answer_translated == NULL || (!isnull && TextEqual(DatumGetTextPP(stored), answer_translated)))
 			return;
 	}
 	ereport(ERROR,

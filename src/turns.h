@@ -50,4 +50,11 @@ extern void ArgNewTurn(FunctionCallInfo fcinfo, const int argno[NEW_TURN_ARGS], 
 extern void NewTurnCheck(NewTurn *t);
 extern void StartTurn(text *tenant, NewTurn *t, StartedTurn *out);
 
+/* Turn helpers shared with the lifecycle */
+extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
+extern char *UuidString(pg_uuid_t *id);
+extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribute_noreturn();
+extern bool SessionLock(text *tenant, text *session_id);
+extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
+
 #endif							/* CONVCTX_TURNS_H */

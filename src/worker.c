@@ -79,6 +79,7 @@
 #include "utils/timestamp.h"
 
 #include "convctx.h"
+#include "worker.h"
 
 #define WORKER_MAX_ARGS 8
 #define WORKER_RESULT_LEN 64

@@ -1,0 +1,26 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.h
+ *	  Running on a Citus cluster: the Citus module (citus.c).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/citus.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CONVCTX_CITUS_H
+#define CONVCTX_CITUS_H
+
+#include "postgres.h"
+#include "nodes/parsenodes.h"
+
+/* Citus (citus.c) */
+extern void CitusInit(void);
+extern bool ConvctxDistributed(void);
+extern bool CitusInternalBackend(void);
+extern Oid	CitusReferenceShard(Oid relid);
+extern void CitusRefuse(const char *function, const char *hint);
+extern bool CitusKeepCallHere(Query *parse);
+
+#endif							/* CONVCTX_CITUS_H */

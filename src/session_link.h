@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * session_link.h
+ *	  Links of sessions to identities (session_link.c).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/session_link.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CONVCTX_SESSION_LINK_H
+#define CONVCTX_SESSION_LINK_H
+
+#include "postgres.h"
+
+/* Session links (session_link.c) */
+extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
+							  text *identity_id, bool backfill);
+
+#endif							/* CONVCTX_SESSION_LINK_H */
