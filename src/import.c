@@ -58,7 +58,6 @@
 #include "args.h"
 #include "audit.h"
 #include "browser.h"
-#include "citus.h"
 #include "context.h"
 #include "jsonb_util.h"
 #include "metadata.h"
@@ -69,6 +68,7 @@
 #include "spi_util.h"
 #include "tenancy.h"
 #include "turns.h"
+#include "variant.h"
 
 /* The record types of the format, in the order of their counts. */
 typedef enum RecordType
@@ -2315,9 +2315,8 @@ convctx_import_records(PG_FUNCTION_ARGS)
 	text	   *on_conflict;
 	int			t;
 
-	if (ConvctxDistributed())
-		CitusRefuse("convctx.import_records()",
-					"Import into a single server first, then distribute with convctx.distribute().");
+	VariantRefuse("convctx.import_records()",
+				  "Import into a single server first, then distribute with convctx.distribute().");
 	ArgNotNull(fcinfo, 0, "records");
 	lines = PG_GETARG_ARRAYTYPE_P(0);
 	on_conflict = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);

@@ -75,11 +75,11 @@
 
 #include "convctx.h"
 #include "args.h"
-#include "citus.h"
 #include "jsonb_util.h"
 #include "recent_turns.h"
 #include "spi_util.h"
 #include "tenancy.h"
+#include "variant.h"
 
 /*
  * The columns read, in the order recent_turns returns them; the last
@@ -678,7 +678,7 @@ TurnRelsClose(TurnRels *r)
 static bool
 TurnRelsDirect(void)
 {
-	return turn_rels.trusted && !ConvctxDistributed() &&
+	return turn_rels.trusted && Variant()->rows_here &&
 		pg_class_aclcheck(turn_rels.relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		check_enable_rls(turn_rels.relid, InvalidOid, true) != RLS_ENABLED &&
@@ -1041,7 +1041,7 @@ ListPageReadTables(text *tenant, text *identity, TimestampTz after_activity, tex
 		index_close(lindex, NoLock);
 		table_close(srel, NoLock);
 	}
-	if (!(turn_rels.list_trusted && !ConvctxDistributed() &&
+	if (!(turn_rels.list_trusted && Variant()->rows_here &&
 		  pg_class_aclcheck(turn_rels.session_relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		  check_enable_rls(turn_rels.session_relid, InvalidOid, true) != RLS_ENABLED))
 	{

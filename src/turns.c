@@ -60,13 +60,13 @@
 
 #include "convctx.h"
 #include "args.h"
-#include "citus.h"
 #include "metadata.h"
 #include "session_link.h"
 #include "settings.h"
 #include "spi_util.h"
 #include "tenancy.h"
 #include "turns.h"
+#include "variant.h"
 
 static SPIPlanPtr find_request_plan = NULL;
 static SPIPlanPtr session_next_turn_plan = NULL;
@@ -422,7 +422,7 @@ SessionPlaceGet(text *tenant, text *session_id, Datum *tid)
 		session_place.keylen != tl + 1 + sl ||
 		memcmp(session_place.key, VARDATA_ANY(tenant), tl) != 0 ||
 		memcmp(session_place.key + tl + 1, VARDATA_ANY(session_id), sl) != 0 ||
-		ConvctxDistributed())
+		!Variant()->rows_here)
 		return false;
 	*tid = PointerGetDatum(&session_place.tid);
 	return true;
@@ -686,7 +686,7 @@ InsertTurn(text *tenant, NewTurn *t, Datum *values, char *nulls, int64 *turn_no,
 	}
 	values[12] = Int64GetDatum(*turn_no);
 	values[13] = PlanArg(*session_identity, &nulls[13]);
-	if (ConvctxDistributed())
+	if (Variant()->one_shard_statements)
 		SpiRunPlan(SpiKeptPlan(&insert_turn_values_plan, INSERT_TURN_VALUES_SQL, 14,
 							   new_turn_argtypes),
 				   values, nulls, false, 0, SPI_OK_INSERT);
@@ -763,7 +763,7 @@ StartTurn(text *tenant, NewTurn *t, StartedTurn *out)
 		return;
 	}
 	/* (on Citus in statements that each reach one shard: INSERT_TURN_VALUES_SQL) */
-	if (t->identity_id != NULL || ConvctxDistributed() ||
+	if (t->identity_id != NULL || Variant()->one_shard_statements ||
 		!AppendTurn(values, nulls, &turn_no, &session_identity, &inserted, &counts))
 		inserted = InsertTurn(tenant, t, values, nulls, &turn_no, &session_identity, &counts);
 
