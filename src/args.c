@@ -170,3 +170,11 @@ ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what)
 				errdetail("Got %d.", limit));
 	return limit;
 }
+
+/* A text argument that must be present (22004), sized as ArgOptionalText. */
+text *
+ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	ArgNotNull(fcinfo, argno, what);
+	return ArgOptionalText(fcinfo, argno, what);
+}

@@ -21,6 +21,7 @@ extern void ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgRequiredId(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalId(FunctionCallInfo fcinfo, int argno, const char *what);
 
+extern text *ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);

@@ -34,6 +34,7 @@
 #include "jsonb_util.h"
 #include "prompt_citations.h"
 #include "prompt_text.h"
+#include "session_row.h"
 #include "spi_util.h"
 #include "tenancy.h"
 #include "turns.h"

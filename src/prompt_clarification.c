@@ -31,6 +31,7 @@
 #include "jsonb_util.h"
 #include "prompt_clarification.h"
 #include "prompt_text.h"
+#include "session_row.h"
 #include "spi_util.h"
 #include "tenancy.h"
 #include "turns.h"

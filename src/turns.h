@@ -54,7 +54,16 @@ extern void StartTurn(text *tenant, NewTurn *t, StartedTurn *out);
 extern pg_uuid_t *ArgTurnId(FunctionCallInfo fcinfo, int argno);
 extern char *UuidString(pg_uuid_t *id);
 extern void ReportTurnNotFound(pg_uuid_t *turn_id, text *session_id) pg_attribute_noreturn();
-extern bool SessionLock(text *tenant, text *session_id);
 extern int64 LiveTurnNo(text *tenant, text *session_id, pg_uuid_t *turn_id);
+
+/* Datum for a possibly NULL pointer argument of a plan, with its null flag. */
+static inline Datum
+PlanArg(void *p, char *null_flag)
+{
+	*null_flag = (p == NULL) ? 'n' : ' ';
+	return PointerGetDatum(p);
+}
+
+extern pg_uuid_t *NewTurnId(void);
 
 #endif							/* CONVCTX_TURNS_H */
