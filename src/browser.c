@@ -46,6 +46,7 @@
 #include "convctx.h"
 #include "args.h"
 #include "browser.h"
+#include "browser_pages.h"
 #include "recent_turns.h"
 #include "spi_util.h"
 #include "tenancy.h"
