@@ -36,6 +36,11 @@
 #define JSONL_FORMAT		"convctx.jsonl"
 #define JSONL_FORMAT_VERSION 1
 
+/* Its record types, in the order its trailer counts them (main.c). */
+#define RECORD_TYPES		6
+extern const char *const record_types[RECORD_TYPES + 1];	/* NULL-terminated */
+extern const char *const record_types_plural[RECORD_TYPES + 1];
+
 /* Options every subcommand takes. */
 typedef struct CommonOptions
 {
@@ -77,6 +82,9 @@ extern PGresult *run(PGconn *conn, const char *what, const char *sql, int nparam
 					 const char *const *params, ExecStatusType expect);
 extern double now_seconds(void);
 extern bool common_option(int c, CommonOptions *o);
+extern void other_option(int c, CommonOptions *o, char **argv, const char *command,
+						 void (*usage) (FILE *out));
+extern void no_arguments_left(int argc, char **argv);
 extern bool interrupted_error(const char *sqlstate);
 
 /* export.c */

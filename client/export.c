@@ -37,11 +37,6 @@
 /* Rows fetched from the server at a time. */
 #define FETCH_ROWS "1000"
 
-/* The record types of the format, in the order the trailer counts them. */
-static const char *const record_types[] = {
-	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
-};
-
 typedef struct ExportOptions
 {
 	CommonOptions common;
@@ -114,21 +109,11 @@ parse_export_options(int argc, char **argv, ExportOptions *o)
 					fail(EXIT_ERROR, "unknown format \"%s\" (convctx or messages)", optarg);
 				break;
 			default:
-				if (common_option(c, &o->common))
-					break;
-				/* FALLTHROUGH */
-			case '?':
-				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
-				{
-					export_usage(stdout);
-					exit(EXIT_OK);
-				}
-				fprintf(stderr, "Try \"%s export --help\" for more information.\n", progname);
-				exit(EXIT_ERROR);
+				other_option(c, &o->common, argv, "export", export_usage);
+				break;
 		}
 	}
-	if (optind < argc)
-		fail(EXIT_ERROR, "unexpected argument \"%s\"", argv[optind]);
+	no_arguments_left(argc, argv);
 }
 
 /* A string value for a JSON object: the text, or null. */
@@ -264,7 +249,7 @@ export_main(int argc, char **argv)
 	ExportOptions o;
 	PGconn	   *conn;
 	FILE	   *out = stdout;
-	long long	counts[sizeof(record_types) / sizeof(record_types[0])] = {0};
+	long long	counts[RECORD_TYPES] = {0};
 	long long	total;
 	const char *params[4];
 

@@ -43,15 +43,6 @@
 
 #include "convctx.h"
 
-/* The record types, as the trailer counts them. */
-static const char *const record_types[] = {
-	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
-};
-static const char *const record_types_plural[] = {
-	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", NULL
-};
-#define RECORD_TYPES 6
-
 /* Records per call of convctx.import_records() (whole groups). */
 #define DEFAULT_BATCH 1000
 
@@ -105,6 +96,20 @@ import_usage(FILE *out)
 			progname, progname, DEFAULT_BATCH);
 }
 
+/* An option's number: arg as a whole, at least min; else exit 1 with message. */
+static long
+number_option(const char *arg, long min, const char *message)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno != 0 || *end != '\0' || end == arg || v < min)
+		fail(EXIT_ERROR, "%s", message);
+	return v;
+}
+
 static void
 parse_import_options(int argc, char **argv, ImportOptions *o)
 {
@@ -127,7 +132,6 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 		{NULL, 0, NULL, 0}
 	};
 	int			c;
-	char	   *end;
 
 	memset(o, 0, sizeof(*o));
 	o->from = "convctx";
@@ -151,37 +155,21 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 			case 7: o->identity_map_file = optarg; break;
 			case 8: o->allow_anonymous = true; break;
 			case 9:
-				errno = 0;
-				o->max_errors = strtol(optarg, &end, 10);
-				if (errno != 0 || *end != '\0' || end == optarg || o->max_errors < -1)
-					fail(EXIT_ERROR, "--max-errors must be a number of conversations, or -1");
+				o->max_errors = number_option(optarg, -1, "--max-errors must be a number of conversations, or -1");
 				break;
 			case 10: o->reject_file = optarg; break;
 			case 11: o->allow_truncated = true; break;
 			case 12:
-				errno = 0;
-				o->batch_size = strtol(optarg, &end, 10);
-				if (errno != 0 || *end != '\0' || end == optarg || o->batch_size < 1)
-					fail(EXIT_ERROR, "--batch-size must be a positive number");
+				o->batch_size = number_option(optarg, 1, "--batch-size must be a positive number");
 				break;
 			case 13: o->source_schema = optarg; break;
 			case 14: o->session_id = optarg; break;
 			default:
-				if (common_option(c, &o->common))
-					break;
-				/* FALLTHROUGH */
-			case '?':
-				if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
-				{
-					import_usage(stdout);
-					exit(EXIT_OK);
-				}
-				fprintf(stderr, "Try \"%s import --help\" for more information.\n", progname);
-				exit(EXIT_ERROR);
+				other_option(c, &o->common, argv, "import", import_usage);
+				break;
 		}
 	}
-	if (optind < argc)
-		fail(EXIT_ERROR, "unexpected argument \"%s\"", argv[optind]);
+	no_arguments_left(argc, argv);
 	if (o->single_transaction && o->max_errors != 0)
 		fail(EXIT_ERROR, "-1 (--single-transaction) stops at the first error: it cannot be used with --max-errors");
 	if (o->as_identity && o->as_identity[0] == '\0')

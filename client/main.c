@@ -29,6 +29,14 @@
 
 const char *progname = "convctx";
 
+/* The record types of convctx.jsonl, in the order its trailer counts them. */
+const char *const record_types[RECORD_TYPES + 1] = {
+	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
+};
+const char *const record_types_plural[RECORD_TYPES + 1] = {
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", NULL
+};
+
 /* Print "convctx: message" on stderr and exit with code. */
 void
 fail(int code, const char *fmt,...)
@@ -89,6 +97,33 @@ common_option(int c, CommonOptions *o)
 		case OPTION_TENANT: o->tenant = optarg; return true;
 	}
 	return false;
+}
+
+/*
+ * An option c of a subcommand's getopt_long loop that the subcommand does
+ * not take itself: one of COMMON_LONG_OPTIONS, else --help (its usage on
+ * stdout, exit 0) or a wrong option (exit 1).
+ */
+void
+other_option(int c, CommonOptions *o, char **argv, const char *command, void (*usage) (FILE *out))
+{
+	if (common_option(c, o))
+		return;
+	if (optopt == 0 && strcmp(argv[optind - 1], "--help") == 0)
+	{
+		usage(stdout);
+		exit(EXIT_OK);
+	}
+	fprintf(stderr, "Try \"%s %s --help\" for more information.\n", progname, command);
+	exit(EXIT_ERROR);
+}
+
+/* After getopt_long's loop: an argument that is not an option is an error. */
+void
+no_arguments_left(int argc, char **argv)
+{
+	if (optind < argc)
+		fail(EXIT_ERROR, "unexpected argument \"%s\"", argv[optind]);
 }
 
 /* The password typed at the terminal; exit 1 when there is none to ask. */
