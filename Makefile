@@ -45,7 +45,7 @@ check-headers:
 CLIENT_OBJS = $(patsubst %.c,%.o,$(sort $(wildcard client/*.c)))
 EXTRA_CLEAN += client/convctx $(CLIENT_OBJS)
 
-client/%.o: client/%.c client/convctx.h
+client/%.o: client/%.c $(wildcard client/*.h)
 	$(CC) $(CFLAGS) $(PG_CFLAGS) -I$(includedir) -DCONVCTX_VERSION=\"$(EXTVERSION)\" -c -o $@ $<
 
 client/convctx: $(CLIENT_OBJS)

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * convctx.h
- *	  The convctx command-line tool: what its parts share.
+ *	  The convctx command-line tool: what every part shares (main.c's
+ *	  errors, options and connection, the format's names).
  *
  * A client program: libpq for the server, jansson for the JSON it writes
  * itself (headers and trailers). No PostgreSQL server header is included:
- * jansson and utils/builtins.h declare the same names.
+ * jansson and utils/builtins.h declare the same names. Each part has a
+ * header of its own: import.h, jsonl_scan.h, sources.h.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -19,7 +21,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include <jansson.h>
 #include <libpq-fe.h>
 
 /* Exit codes, as the README documents them. */
@@ -87,116 +88,8 @@ extern void other_option(int c, CommonOptions *o, char **argv, const char *comma
 extern void no_arguments_left(int argc, char **argv);
 extern bool interrupted_error(const char *sqlstate);
 
-/* export.c */
+/* the subcommands: export.c, import.c */
 extern int	export_main(int argc, char **argv);
-
-/* import.c */
-typedef struct ImportOptions
-{
-	CommonOptions common;
-	const char *from;			/* --from: the source format */
-	const char *source_dsn;		/* read a library's tables from this database */
-	const char *source_table;
-	const char *source_schema;
-	const char *session_id;		/* --session: for a messages file without ids */
-	const char *on_conflict;	/* skip or error */
-	const char *as_identity;
-	const char *identity_map_file;
-	bool		allow_anonymous;
-	bool		allow_truncated;
-	bool		single_transaction;
-	long		max_errors;		/* -1: no limit */
-	long		batch_size;
-	const char *reject_file;
-} ImportOptions;
-
-/*
- * What a record made from another source (sources.c) was made of, for
- * its errors: they name what the source holds, not the values made here.
- */
-typedef struct RecordOrigin
-{
-	char	   *made_of;		/* "message 3 (id \"m1\", created_at \"...\") ..." */
-	char	   *generated;		/* a value made here (a turn id), or NULL */
-	char	   *generated_as;	/* what to name it by instead */
-} RecordOrigin;
-
-/* A conversation's records, as lines of convctx.jsonl. */
-typedef struct Group
-{
-	char	   *id;				/* its session or conversation id */
-	char	   *where;			/* where it starts, for messages */
-	int			n;
-	int			cap;
-	char	  **lines;
-	size_t	   *lens;
-	long	   *linenos;		/* line of each record in the input, or 0 */
-	RecordOrigin *origins;		/* of records made from a source, or NULL */
-} Group;
-
-#define MAX_DROPPED 16
-
-typedef struct Importer
-{
-	const ImportOptions *o;
-	PGconn	   *conn;
-	const char *input_name;
-	char	   *identity_map;	/* the map as JSON text, or NULL */
-	FILE	   *reject;
-	Group	  **pending;		/* complete groups not sent yet */
-	int			npending;
-	int			cap_pending;
-	long		pending_records;
-	Group	  **inflight;		/* the batch sent, its result not read yet */
-	int			ninflight;
-	int			cap_inflight;
-	long long	imported[6];
-	long long	skipped[6];
-	long long	metadata_keys_dropped;
-	long long	rejected;		/* conversations */
-	long long	anonymous_undated;	/* anonymous, given the import's time */
-	long long	records_sent;	/* in calls that succeeded */
-	long long	rejected_records;	/* of the conversations rejected */
-	long long	left_out;		/* the end of a file cut short, not imported */
-	char	   *skip_reasons[MAX_DROPPED];	/* why records were skipped, as the server says */
-	long long	skip_counts[MAX_DROPPED];
-	int			nskip;
-	const char *dropped_names[MAX_DROPPED];	/* what a source holds and convctx does not */
-	long long	dropped_counts[MAX_DROPPED];
-	int			ndropped;
-	const char *warning_names[MAX_DROPPED];	/* what was changed to be imported */
-	long long	warning_counts[MAX_DROPPED];
-	char	   *warning_first[MAX_DROPPED];	/* the first of each, as the source has it */
-	int			nwarnings;
-	double		started;
-	double		shown;
-} Importer;
-
 extern int	import_main(int argc, char **argv);
-extern Group *group_new(const char *id, const char *where);
-extern void group_add(Group *g, const char *line, size_t len, long lineno);
-extern void group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *origin);
-extern void importer_add(Importer *imp, Group *g);
-extern void importer_reject(Importer *imp, Group *g);
-extern Group *importer_take_pending(Importer *imp, const char *id);
-extern void importer_count_dropped(Importer *imp, const char *what, long long n);
-extern void importer_count_warning(Importer *imp, const char *what, char *first);
-extern void importer_abort(Importer *imp) __attribute__((noreturn));
-extern void importer_stop(Importer *imp) __attribute__((noreturn));
-
-/* jsonl_scan.c: a line's strict check, and the strings grouping needs */
-typedef struct ScannedLine
-{
-	char	   *type;
-	char	   *session_id;
-	char	   *conversation_id;
-} ScannedLine;
-
-extern bool scan_jsonl_line(const char *line, size_t len, ScannedLine *out, int *column,
-							const char **message);
-extern void scanned_line_free(ScannedLine *l);
-
-/* sources.c */
-extern void import_source(Importer *imp, FILE *in);
 
 #endif

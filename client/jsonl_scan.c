@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convctx.h"
+#include "jsonl_scan.h"
 
 /* Deepest nesting taken (jansson's limit too). */
 #define MAX_DEPTH 2048

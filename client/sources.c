@@ -50,7 +50,7 @@
 
 #include <jansson.h>
 
-#include "convctx.h"
+#include "sources.h"
 
 /* One message of a conversation, as a source holds it. */
 typedef struct Message
