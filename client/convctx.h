@@ -82,6 +82,9 @@ extern PGconn *connect_db(const CommonOptions *o);
 extern PGresult *run(PGconn *conn, const char *what, const char *sql, int nparams,
 					 const char *const *params, ExecStatusType expect);
 extern double now_seconds(void);
+extern char *xstrdup(const char *s);
+extern char *xsprintf(const char *fmt,...) __attribute__((format(printf, 1, 2)));
+extern void append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
 extern bool common_option(int c, CommonOptions *o);
 extern void other_option(int c, CommonOptions *o, char **argv, const char *command,
 						 void (*usage) (FILE *out));

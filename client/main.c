@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * main.c
- *	  The convctx command-line tool: subcommands, connection, errors.
+ *	  The convctx command-line tool: subcommands, connection, errors,
+ *	  memory that ends the tool when there is none.
  *
  *	  convctx export [OPTION]...	write a tenant's conversations as
  *									convctx.jsonl (export.c)
@@ -18,6 +19,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#define _GNU_SOURCE				/* vasprintf */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,49 @@ fail(int code, const char *fmt,...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
+}
+
+char *
+xstrdup(const char *s)
+{
+	char	   *d;
+
+	if (s == NULL)
+		return NULL;
+	d = strdup(s);
+	if (d == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	return d;
+}
+
+/* fmt formatted, malloc'd. */
+char *
+xsprintf(const char *fmt,...)
+{
+	va_list		ap;
+	char	   *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		fail(EXIT_ERROR, "out of memory");
+	va_end(ap);
+	return s;
+}
+
+/* Append len bytes of s to the malloc'd string *buf (of length *len, room *cap). */
+void
+append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap)
+	{
+		*cap = (*len + n + 1) * 2;
+		*buf = realloc(*buf, *cap);
+		if (*buf == NULL)
+			fail(EXIT_ERROR, "out of memory");
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
 }
 
 /* A message on stderr unless -q. */

@@ -1,0 +1,151 @@
+/*-------------------------------------------------------------------------
+ *
+ * source_langchain.c
+ *	  convctx import --from=langchain, --from=langchain-js: the rows of
+ *	  PostgresChatMessageHistory's table.
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * client/source_langchain.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "sources.h"
+
+/*
+ * --from=langchain: the rows of PostgresChatMessageHistory's table, in
+ * either shape: langchain-postgres (Python) {"type", "data": {"content",
+ * "id", ...}} with created_at, or @langchain/community (JS)
+ * {"type", "content", ...} without a time. Rows of a session in id order.
+ */
+static const char *
+langchain_role(const char *type, json_t *data)
+{
+	if (strcmp(type, "human") == 0)
+		return "user";
+	if (strcmp(type, "ai") == 0 || strcmp(type, "AIMessageChunk") == 0)
+		return "assistant";
+	if (strcmp(type, "chat") == 0 && json_is_string(json_object_get(data, "role")))
+		return json_string_value(json_object_get(data, "role"));
+	return type;				/* system, tool, function, ... */
+}
+
+void
+import_langchain(Importer *imp, FILE *in, const SourceReader *source)
+{
+	RowList		rows = {0};
+	size_t		i = 0;
+	const char *table = imp->o->source_table ? imp->o->source_table : source->table;
+
+	if (imp->o->source_dsn)
+	{
+		PGconn	   *src = connect_source(imp);
+		char	   *q = qualified_table(src, imp->o->source_schema, table);
+		char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t", q);
+
+		rows_from_query(imp, src, table, sql, &rows);
+		PQfinish(src);
+		free(sql);
+		free(q);
+	}
+	else
+		rows_from_file(imp, in, &rows);
+	rows_sort(&rows, "session_id", "id");
+
+	while (i < rows.n)
+	{
+		char	   *sid = key_text(json_object_get(rows.rows[i].v, "session_id"));
+		char	   *where;
+		size_t		first;
+		Conversation *c;
+		bool		bad = false;
+
+		if (sid == NULL)
+		{
+			char	   *id = key_text(json_object_get(rows.rows[i].v, "id"));
+
+			source_error(imp, rows.rows[i].lineno, NULL, "a row of %s without a session_id (id %s)",
+						 table, id ? id : "?");
+			free(id);
+			where = where_of(imp, &rows.rows[i], table, NULL);
+			reject_rows(imp, NULL, where, &rows.rows[i], 1);
+			free(where);
+			i++;
+			continue;
+		}
+		where = where_of(imp, &rows.rows[i], table, sid);
+		c = conversation_new(sid, where);
+		free(where);
+		first = i;
+		for (; i < rows.n; i++)
+		{
+			json_t	   *row = rows.rows[i].v;
+			char	   *this_sid = key_text(json_object_get(row, "session_id"));
+			char	   *row_id = key_text(json_object_get(row, "id"));
+			json_t	   *message = json_object_get(row, "message");
+			json_t	   *data;
+			const char *type;
+			char	   *text;
+			char	   *request_id;
+			const char *msg_id;
+			bool		same = this_sid && strcmp(this_sid, sid) == 0;
+
+			free(this_sid);
+			if (!same)
+			{
+				free(row_id);
+				break;
+			}
+			if (bad)
+			{
+				free(row_id);
+				continue;
+			}
+			/* Python: {"type", "data": {...}}; JS: {"type", "content", ...} */
+			data = json_is_object(json_object_get(message, "data")) ? json_object_get(message, "data") : message;
+			type = json_string_value(json_object_get(message, "type"));
+			if (!json_is_object(message) || type == NULL)
+			{
+				source_error(imp, rows.rows[i].lineno, NULL,
+							 "a message of session \"%s\" without a \"type\" (%s id %s)",
+							 sid, table, row_id ? row_id : "?");
+				bad = true;
+				free(row_id);
+				continue;
+			}
+			if (!json_is_string(json_object_get(data, "content")) && !json_is_array(json_object_get(data, "content")))
+			{
+				source_error(imp, rows.rows[i].lineno, NULL,
+							 "a %s message of session \"%s\" without a string or array \"content\" (%s id %s)",
+							 type, sid, table, row_id ? row_id : "?");
+				bad = true;
+				free(row_id);
+				continue;
+			}
+			text = content_text(imp, json_object_get(data, "content"));
+			msg_id = json_string_value(json_object_get(data, "id"));
+			request_id = msg_id ? xstrdup(msg_id) : xsprintf("lc:%s", row_id ? row_id : "?");
+			if (strcmp(type, "ai") == 0 && json_array_size(json_object_get(data, "tool_calls")) > 0)
+				importer_count_dropped(imp, "tool calls", json_array_size(json_object_get(data, "tool_calls")));
+			conversation_add(c, langchain_role(type, data), text, request_id,
+							 json_string_value(json_object_get(row, "created_at")), rows.rows[i].lineno);
+			free(text);
+			free(request_id);
+			free(row_id);
+		}
+		if (bad)
+		{
+			reject_rows(imp, sid, c->where, &rows.rows[first], i - first);
+			conversation_free(c);
+		}
+		else
+			emit_conversation(imp, c);
+		free(sid);
+	}
+	rows_free(&rows);
+}
