@@ -82,6 +82,9 @@ extern PGconn *connect_db(const CommonOptions *o);
 extern PGresult *run(PGconn *conn, const char *what, const char *sql, int nparams,
 					 const char *const *params, ExecStatusType expect);
 extern double now_seconds(void);
+extern void *xmalloc(size_t size);
+extern void *xcalloc(size_t n, size_t size);
+extern void *xrealloc(void *p, size_t size);
 extern char *xstrdup(const char *s);
 extern char *xsprintf(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern void append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n);

@@ -295,8 +295,7 @@ stray_record(Importer *imp, const char *id, const char *line, size_t len, long l
 			snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
 			g = group_new(id, where);
 		}
-		if ((strays = realloc(strays, (nstrays + 1) * sizeof(Group *))) == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		strays = xrealloc(strays, (nstrays + 1) * sizeof(Group *));
 		strays[nstrays++] = g;
 	}
 	group_add(g, line, len, lineno);

@@ -65,9 +65,7 @@ batch_array(Group **groups, int n, int *size)
 		}
 	if (total > 0x3fffffff)
 		fail(EXIT_ERROR, "a batch of %d records is over 1 GB: use a smaller --batch-size", count);
-	buf = p = malloc(total);
-	if (buf == NULL)
-		fail(EXIT_ERROR, "out of memory");
+	buf = p = xmalloc(total);
 #define PUT32(x) (v = htonl((uint32_t) (x)), memcpy(p, &v, 4), p += 4)
 	PUT32(1);					/* dimensions */
 	PUT32(0);					/* no nulls */
@@ -142,8 +140,7 @@ count_skip_reasons(Importer *imp, const char *why)
 		{
 			if (imp->nskip == MAX_DROPPED)
 				continue;
-			if ((imp->skip_reasons[imp->nskip++] = strdup(reason)) == NULL)
-				fail(EXIT_ERROR, "out of memory");
+			imp->skip_reasons[imp->nskip++] = xstrdup(reason);
 			imp->skip_counts[k] = 0;
 		}
 		imp->skip_counts[k] += json_integer_value(count);
@@ -268,8 +265,7 @@ replace_all(const char *s, const char *from, const char *to)
 	if (from != NULL)
 		for (p = strstr(s, from); p; p = strstr(p + strlen(from), from))
 			cap += strlen(to);
-	if ((out = malloc(cap)) == NULL)
-		fail(EXIT_ERROR, "out of memory");
+	out = xmalloc(cap);
 	while (from != NULL && (p = strstr(s, from)) != NULL)
 	{
 		memcpy(out + len, s, p - s);
@@ -547,9 +543,7 @@ send_async(Importer *imp)
 	if (imp->cap_inflight < imp->npending)
 	{
 		imp->cap_inflight = imp->npending;
-		imp->inflight = realloc(imp->inflight, imp->cap_inflight * sizeof(Group *));
-		if (imp->inflight == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		imp->inflight = xrealloc(imp->inflight, imp->cap_inflight * sizeof(Group *));
 	}
 	memcpy(imp->inflight, imp->pending, imp->npending * sizeof(Group *));
 	imp->ninflight = imp->npending;

@@ -27,10 +27,8 @@
 Group *
 group_new(const char *id, const char *where)
 {
-	Group	   *g = calloc(1, sizeof(Group));
+	Group	   *g = xcalloc(1, sizeof(Group));
 
-	if (g == NULL)
-		fail(EXIT_ERROR, "out of memory");
 	g->id = strdup(id);
 	g->where = strdup(where);
 	return g;
@@ -43,22 +41,16 @@ group_add(Group *g, const char *line, size_t len, long lineno)
 	if (g->n == g->cap)
 	{
 		g->cap = g->cap ? g->cap * 2 : 16;
-		g->lines = realloc(g->lines, g->cap * sizeof(char *));
-		g->lens = realloc(g->lens, g->cap * sizeof(size_t));
-		g->linenos = realloc(g->linenos, g->cap * sizeof(long));
-		if (g->lines == NULL || g->lens == NULL || g->linenos == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		g->lines = xrealloc(g->lines, g->cap * sizeof(char *));
+		g->lens = xrealloc(g->lens, g->cap * sizeof(size_t));
+		g->linenos = xrealloc(g->linenos, g->cap * sizeof(long));
 		if (g->origins)
 		{
-			g->origins = realloc(g->origins, g->cap * sizeof(RecordOrigin));
-			if (g->origins == NULL)
-				fail(EXIT_ERROR, "out of memory");
+			g->origins = xrealloc(g->origins, g->cap * sizeof(RecordOrigin));
 			memset(g->origins + g->n, 0, (g->cap - g->n) * sizeof(RecordOrigin));
 		}
 	}
-	g->lines[g->n] = malloc(len + 1);
-	if (g->lines[g->n] == NULL)
-		fail(EXIT_ERROR, "out of memory");
+	g->lines[g->n] = xmalloc(len + 1);
 	memcpy(g->lines[g->n], line, len);
 	g->lines[g->n][len] = '\0';
 	g->lens[g->n] = len;
@@ -80,8 +72,8 @@ group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *origin)
 	group_add(g, text, strlen(text), lineno);
 	free(text);
 	json_decref(record);
-	if (g->origins == NULL && (g->origins = calloc(g->cap, sizeof(RecordOrigin))) == NULL)
-		fail(EXIT_ERROR, "out of memory");
+	if (g->origins == NULL)
+		g->origins = xcalloc(g->cap, sizeof(RecordOrigin));
 	g->origins[g->n - 1] = *origin;
 }
 
@@ -138,9 +130,7 @@ importer_add(Importer *imp, Group *g)
 	if (imp->npending == imp->cap_pending)
 	{
 		imp->cap_pending = imp->cap_pending ? imp->cap_pending * 2 : 64;
-		imp->pending = realloc(imp->pending, imp->cap_pending * sizeof(Group *));
-		if (imp->pending == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		imp->pending = xrealloc(imp->pending, imp->cap_pending * sizeof(Group *));
 	}
 	imp->pending[imp->npending++] = g;
 	imp->pending_records += g->n;

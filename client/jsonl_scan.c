@@ -221,12 +221,10 @@ scan_string(Scanner *sc, const char **out, size_t *outlen, bool *owned)
 		}
 		else
 		{
-			char	   *buf = malloc(sc->p - s + 1);
+			char	   *buf = xmalloc(sc->p - s + 1);
 			const char *q = s;
 			size_t		n = 0;
 
-			if (buf == NULL)
-				fail(EXIT_ERROR, "out of memory");
 			while (q < sc->p)
 			{
 				if (*q != '\\')
@@ -372,9 +370,7 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 		if (sc->nkeys == sc->cap)
 		{
 			sc->cap = sc->cap ? sc->cap * 2 : 64;
-			sc->keys = realloc(sc->keys, sc->cap * sizeof(Key));
-			if (sc->keys == NULL)
-				fail(EXIT_ERROR, "out of memory");
+			sc->keys = xrealloc(sc->keys, sc->cap * sizeof(Key));
 		}
 		sc->keys[sc->nkeys++] = k;
 		skip_space(sc);
@@ -401,9 +397,7 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 				ok = false;
 				break;
 			}
-			copy = malloc(vlen + 1);
-			if (copy == NULL)
-				fail(EXIT_ERROR, "out of memory");
+			copy = xmalloc(vlen + 1);
 			memcpy(copy, v, vlen);
 			copy[vlen] = '\0';
 			if (owned)

@@ -53,6 +53,37 @@ fail(int code, const char *fmt,...)
 	exit(code);
 }
 
+/* malloc, calloc, realloc and strdup that end the tool when out of memory */
+void *
+xmalloc(size_t size)
+{
+	void	   *p = malloc(size);
+
+	if (p == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	return p;
+}
+
+void *
+xcalloc(size_t n, size_t size)
+{
+	void	   *p = calloc(n, size);
+
+	if (p == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	return p;
+}
+
+void *
+xrealloc(void *p, size_t size)
+{
+	p = realloc(p, size);
+	if (p == NULL)
+		fail(EXIT_ERROR, "out of memory");
+	return p;
+}
+
+/* s copied; NULL stays NULL. */
 char *
 xstrdup(const char *s)
 {
@@ -87,9 +118,7 @@ append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 	if (*len + n + 1 > *cap)
 	{
 		*cap = (*len + n + 1) * 2;
-		*buf = realloc(*buf, *cap);
-		if (*buf == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		*buf = xrealloc(*buf, *cap);
 	}
 	memcpy(*buf + *len, s, n);
 	*len += n;

@@ -41,10 +41,8 @@ static long import_start_usec;
 Conversation *
 conversation_new(const char *id, const char *where)
 {
-	Conversation *c = calloc(1, sizeof(Conversation));
+	Conversation *c = xcalloc(1, sizeof(Conversation));
 
-	if (c == NULL)
-		fail(EXIT_ERROR, "out of memory");
 	c->id = xstrdup(id);
 	c->where = xstrdup(where);
 	return c;
@@ -59,9 +57,7 @@ conversation_add(Conversation *c, const char *role, const char *text, const char
 	if (c->n == c->cap)
 	{
 		c->cap = c->cap ? c->cap * 2 : 16;
-		c->msgs = realloc(c->msgs, c->cap * sizeof(Message));
-		if (c->msgs == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		c->msgs = xrealloc(c->msgs, c->cap * sizeof(Message));
 	}
 	m = &c->msgs[c->n++];
 	m->role = xstrdup(role);
@@ -400,7 +396,7 @@ emit_conversation(Importer *imp, Conversation *c)
 	long		turn_no = 0;
 	json_t	   *s;
 	RecordOrigin origin = {0};
-	char	  **times = calloc(c->n + 1, sizeof(char *));
+	char	  **times = xcalloc(c->n + 1, sizeof(char *));
 	json_t	   *request_ids = json_object();
 	bool		unanswerable = false;	/* after a user message without text */
 	int			i;
@@ -409,8 +405,6 @@ emit_conversation(Importer *imp, Conversation *c)
 	bool		undated = c->updated_at == NULL && c->created_at == NULL &&
 		(c->n == 0 || c->msgs[c->n - 1].time == NULL);
 
-	if (times == NULL)
-		fail(EXIT_ERROR, "out of memory");
 	memset(&t, 0, sizeof(t));
 	message_times(imp, c, times);
 	if (c->n > 0)

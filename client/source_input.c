@@ -166,9 +166,7 @@ rows_add(RowList *l, json_t *v, long lineno)
 	if (l->n == l->cap)
 	{
 		l->cap = l->cap ? l->cap * 2 : 256;
-		l->rows = realloc(l->rows, l->cap * sizeof(Row));
-		if (l->rows == NULL)
-			fail(EXIT_ERROR, "out of memory");
+		l->rows = xrealloc(l->rows, l->cap * sizeof(Row));
 	}
 	l->rows[l->n].v = v;
 	l->rows[l->n].lineno = lineno;
@@ -217,7 +215,7 @@ rows_from_file(Importer *imp, FILE *in, RowList *all)
 }
 
 /* The rows a query of the source database returns (one json text column). */
-void
+static void
 rows_from_query(Importer *imp, PGconn *src, const char *what, const char *sql, RowList *all)
 {
 	PGresult   *res = PQexec(src, sql);
@@ -255,7 +253,7 @@ connect_source(Importer *imp)
 }
 
 /* schema.table, quoted for SQL. */
-char *
+static char *
 qualified_table(PGconn *src, const char *schema, const char *table)
 {
 	char	   *qs = PQescapeIdentifier(src, schema ? schema : "public", strlen(schema ? schema : "public"));
@@ -265,6 +263,24 @@ qualified_table(PGconn *src, const char *schema, const char *table)
 	PQfreemem(qs);
 	PQfreemem(qt);
 	return q;
+}
+
+/*
+ * The rows of table of the source database, in the schema --source-schema
+ * names: SELECT row_to_json(alias) FROM schema.table alias, then rest (a
+ * WHERE or an ORDER BY of alias, or "").
+ */
+void
+rows_from_table(Importer *imp, PGconn *src, const char *table, const char *alias, const char *rest,
+				RowList *rows)
+{
+	char	   *q = qualified_table(src, imp->o->source_schema, table);
+	char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(%s)::pg_catalog.text FROM %s %s%s",
+							   alias, q, alias, rest);
+
+	rows_from_query(imp, src, table, sql, rows);
+	free(sql);
+	free(q);
 }
 
 /* A row's key as text: a string, or a number (a serial id). */

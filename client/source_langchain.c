@@ -45,13 +45,9 @@ import_langchain(Importer *imp, FILE *in, const SourceReader *source)
 	if (imp->o->source_dsn)
 	{
 		PGconn	   *src = connect_source(imp);
-		char	   *q = qualified_table(src, imp->o->source_schema, table);
-		char	   *sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t", q);
 
-		rows_from_query(imp, src, table, sql, &rows);
+		rows_from_table(imp, src, table, "t", "", &rows);
 		PQfinish(src);
-		free(sql);
-		free(q);
 	}
 	else
 		rows_from_file(imp, in, &rows);

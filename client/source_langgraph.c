@@ -38,9 +38,7 @@ bytea_text(const char *hex)
 		return NULL;
 	hex += 2;
 	n = strlen(hex) / 2;
-	out = malloc(n + 1);
-	if (out == NULL)
-		fail(EXIT_ERROR, "out of memory");
+	out = xmalloc(n + 1);
 	for (i = 0; i < n; i++)
 	{
 		unsigned int b;
@@ -164,19 +162,10 @@ import_langgraph(Importer *imp, FILE *in, const SourceReader *source)
 	if (imp->o->source_dsn)
 	{
 		PGconn	   *src = connect_source(imp);
-		char	   *qc = qualified_table(src, imp->o->source_schema, "checkpoints");
-		char	   *qb = qualified_table(src, imp->o->source_schema, "checkpoint_blobs");
-		char	   *sql;
 
-		sql = xsprintf("SELECT pg_catalog.row_to_json(c)::pg_catalog.text FROM %s c", qc);
-		rows_from_query(imp, src, "checkpoints", sql, &checkpoints);
-		free(sql);
-		sql = xsprintf("SELECT pg_catalog.row_to_json(b)::pg_catalog.text FROM %s b"
-					   " WHERE b.channel = 'messages' AND b.checkpoint_ns = ''", qb);
-		rows_from_query(imp, src, "checkpoint_blobs", sql, &blobs);
-		free(sql);
-		free(qc);
-		free(qb);
+		rows_from_table(imp, src, "checkpoints", "c", "", &checkpoints);
+		rows_from_table(imp, src, "checkpoint_blobs", "b",
+						" WHERE b.channel = 'messages' AND b.checkpoint_ns = ''", &blobs);
 		PQfinish(src);
 	}
 	else

@@ -69,20 +69,10 @@ import_mastra(Importer *imp, FILE *in, const SourceReader *source)
 	if (imp->o->source_dsn)
 	{
 		PGconn	   *src = connect_source(imp);
-		char	   *qt = qualified_table(src, imp->o->source_schema, "mastra_threads");
-		char	   *qm = qualified_table(src, imp->o->source_schema, "mastra_messages");
-		char	   *sql;
 
-		sql = xsprintf("SELECT pg_catalog.row_to_json(t)::pg_catalog.text FROM %s t", qt);
-		rows_from_query(imp, src, "mastra_threads", sql, &threads);
-		free(sql);
+		rows_from_table(imp, src, "mastra_threads", "t", "", &threads);
 		/* the order of a thread's messages at the same time: the library's */
-		sql = xsprintf("SELECT pg_catalog.row_to_json(m)::pg_catalog.text FROM %s m"
-					   " ORDER BY m.\"createdAt\", m.id", qm);
-		rows_from_query(imp, src, "mastra_messages", sql, &messages);
-		free(sql);
-		free(qt);
-		free(qm);
+		rows_from_table(imp, src, "mastra_messages", "m", " ORDER BY m.\"createdAt\", m.id", &messages);
 		PQfinish(src);
 	}
 	else

@@ -105,10 +105,9 @@ extern const char *str_field(json_t *obj, const char *key);
 extern void rows_add(RowList *l, json_t *v, long lineno);
 extern void rows_free(RowList *l);
 extern void rows_from_file(Importer *imp, FILE *in, RowList *all);
-extern void rows_from_query(Importer *imp, PGconn *src, const char *what, const char *sql,
-							RowList *all);
 extern PGconn *connect_source(Importer *imp);
-extern char *qualified_table(PGconn *src, const char *schema, const char *table);
+extern void rows_from_table(Importer *imp, PGconn *src, const char *table, const char *alias,
+							const char *rest, RowList *rows);
 extern char *key_text(json_t *v);
 extern void rows_sort(RowList *l, const char *key, const char *key2);
 extern char *row_text(Row *r);
