@@ -114,7 +114,7 @@ reject_source(Importer *imp, const char *id, long lineno, const char *line)
  * taken from foreign sources), or NULL at the end. A line that is not
  * JSON is an error with its line and column.
  */
-json_t *
+static json_t *
 next_json(Importer *imp, LineReader *r, bool *bad)
 {
 	ssize_t		len;
@@ -148,6 +148,54 @@ next_json(Importer *imp, LineReader *r, bool *bad)
 	if (ferror(r->in))
 		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
 	return NULL;
+}
+
+/*
+ * The next line of a file of a conversation a line, as JSON, or NULL at
+ * its end. A line that is not JSON is reported, and rejected as a
+ * conversation of its own.
+ */
+static json_t *
+next_conversation(Importer *imp, LineReader *r)
+{
+	json_t	   *v;
+	bool		bad;
+
+	while ((v = next_json(imp, r, &bad)) == NULL && bad)
+		reject_source(imp, NULL, r->lineno, r->line);
+	return v;
+}
+
+/* A conversation id read at r's last line: its place is "FILE:LINE". */
+Conversation *
+line_conversation(Importer *imp, LineReader *r, const char *id)
+{
+	char		where[WHERE_LEN];
+
+	snprintf(where, sizeof(where), "%s:%ld", imp->input_name, r->lineno);
+	return conversation_new(id, where);
+}
+
+/*
+ * Read a file of a conversation a line: convert makes each line's
+ * conversation (NULL when it rejected the line), which is then made into
+ * records. state is convert's.
+ */
+void
+read_line_conversations(Importer *imp, FILE *in, LineConversationFunc convert, void *state)
+{
+	LineReader	r = {in, NULL, 0, 0};
+	json_t	   *v;
+
+	while ((v = next_conversation(imp, &r)) != NULL)
+	{
+		Conversation *c = convert(imp, &r, v, state);
+
+		if (c)
+			emit_conversation(imp, c);
+		json_decref(v);
+	}
+	free(r.line);
 }
 
 const char *

@@ -36,6 +36,52 @@ unix_time(json_t *v)
 	return xstrdup(buf);
 }
 
+/* The conversation of line v (r's last), or NULL when it is rejected. */
+static Conversation *
+openai_conversation(Importer *imp, LineReader *r, json_t *v, void *state)
+{
+	const char *id = str_field(v, "id");
+	json_t	   *items = json_object_get(v, "items");
+	json_t	   *item;
+	size_t		i;
+	char	   *created_at;
+	Conversation *c;
+
+	if (json_is_object(items))
+		items = json_object_get(items, "data");
+	if (id == NULL || !json_is_array(items))
+	{
+		source_error(imp, r->lineno, id, "a conversation must have an \"id\" and its \"items\"");
+		reject_source(imp, id, r->lineno, r->line);
+		return NULL;
+	}
+	created_at = json_object_get(v, "created_at") ? unix_time(json_object_get(v, "created_at")) : NULL;
+	if (json_object_get(v, "created_at") && created_at == NULL)
+	{
+		source_error(imp, r->lineno, id, "created_at must be a time in Unix seconds");
+		reject_source(imp, id, r->lineno, r->line);
+		return NULL;
+	}
+	c = line_conversation(imp, r, id);
+	c->created_at = created_at;
+	json_array_foreach(items, i, item)
+	{
+		const char *type = str_field(item, "type");
+		char	   *text;
+
+		if (type == NULL || strcmp(type, "message") != 0)
+		{
+			importer_count_dropped(imp, "conversation items that are not messages", 1);
+			continue;
+		}
+		text = content_text(imp, json_object_get(item, "content"));
+		conversation_add(c, str_field(item, "role") ? str_field(item, "role") : "unknown",
+						 text, str_field(item, "id"), NULL, r->lineno);
+		free(text);
+	}
+	return c;
+}
+
 /*
  * --from=openai-items: a conversation a line, as the Conversations API
  * returns it ({"id": "conv_...", "created_at", "metadata"}) with its
@@ -45,67 +91,5 @@ unix_time(json_t *v)
 void
 import_openai_items(Importer *imp, FILE *in, const SourceReader *source)
 {
-	LineReader	r = {in, NULL, 0, 0};
-	json_t	   *v;
-	bool		bad;
-
-	for (;;)
-	{
-		Conversation *c;
-		char	   *created_at;
-		json_t	   *items;
-		json_t	   *item;
-		size_t		i;
-		const char *id;
-		char		where[WHERE_LEN];
-
-		v = next_json(imp, &r, &bad);
-		if (bad)
-		{
-			reject_source(imp, NULL, r.lineno, r.line);
-			continue;
-		}
-		if (v == NULL)
-			break;
-		id = str_field(v, "id");
-		items = json_object_get(v, "items");
-		if (json_is_object(items))
-			items = json_object_get(items, "data");
-		if (id == NULL || !json_is_array(items))
-		{
-			source_error(imp, r.lineno, id, "a conversation must have an \"id\" and its \"items\"");
-			reject_source(imp, id, r.lineno, r.line);
-			json_decref(v);
-			continue;
-		}
-		created_at = json_object_get(v, "created_at") ? unix_time(json_object_get(v, "created_at")) : NULL;
-		if (json_object_get(v, "created_at") && created_at == NULL)
-		{
-			source_error(imp, r.lineno, id, "created_at must be a time in Unix seconds");
-			reject_source(imp, id, r.lineno, r.line);
-			json_decref(v);
-			continue;
-		}
-		snprintf(where, sizeof(where), "%s:%ld", imp->input_name, r.lineno);
-		c = conversation_new(id, where);
-		c->created_at = created_at;
-		json_array_foreach(items, i, item)
-		{
-			const char *type = str_field(item, "type");
-			char	   *text;
-
-			if (type == NULL || strcmp(type, "message") != 0)
-			{
-				importer_count_dropped(imp, "conversation items that are not messages", 1);
-				continue;
-			}
-			text = content_text(imp, json_object_get(item, "content"));
-			conversation_add(c, str_field(item, "role") ? str_field(item, "role") : "unknown",
-							 text, str_field(item, "id"), NULL, r.lineno);
-			free(text);
-		}
-		emit_conversation(imp, c);
-		json_decref(v);
-	}
-	free(r.line);
+	read_line_conversations(imp, in, openai_conversation, NULL);
 }

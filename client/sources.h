@@ -100,7 +100,10 @@ extern char *content_text(Importer *imp, json_t *content);
 extern void source_error(Importer *imp, long lineno, const char *key, const char *fmt,...)
 			__attribute__((format(printf, 4, 5)));
 extern void reject_source(Importer *imp, const char *id, long lineno, const char *line);
-extern json_t *next_json(Importer *imp, LineReader *r, bool *bad);
+typedef Conversation *(*LineConversationFunc) (Importer *imp, LineReader *r, json_t *v, void *state);
+extern void read_line_conversations(Importer *imp, FILE *in, LineConversationFunc convert,
+									void *state);
+extern Conversation *line_conversation(Importer *imp, LineReader *r, const char *id);
 extern const char *str_field(json_t *obj, const char *key);
 extern void rows_add(RowList *l, json_t *v, long lineno);
 extern void rows_free(RowList *l);
