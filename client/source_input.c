@@ -208,7 +208,7 @@ str_field(json_t *obj, const char *key)
  * Table sources: rows of a library's tables, as JSON objects
  */
 
-void
+static void
 rows_add(RowList *l, json_t *v, long lineno)
 {
 	if (l->n == l->cap)
@@ -260,6 +260,32 @@ rows_from_file(Importer *imp, FILE *in, RowList *all)
 		rows_add(all, v, r.lineno);
 	}
 	free(r.line);
+}
+
+/*
+ * Every row of a file of two tables' rows, into the list of its table:
+ * which(row) says which, 0 for first, 1 for second, -1 for neither (the
+ * row is not read).
+ */
+void
+rows_from_file_split(Importer *imp, FILE *in, int (*which) (json_t *row), RowList *first,
+					 RowList *second)
+{
+	RowList		rows = {0};
+	size_t		i;
+
+	rows_from_file(imp, in, &rows);
+	for (i = 0; i < rows.n; i++)
+	{
+		json_t	   *v = rows.rows[i].v;
+		int			w = which(v);
+
+		if (w < 0)
+			continue;
+		json_incref(v);
+		rows_add(w == 0 ? first : second, v, rows.rows[i].lineno);
+	}
+	rows_free(&rows);
 }
 
 /* The rows a query of the source database returns (one json text column). */
@@ -402,37 +428,50 @@ rows_sort(RowList *l, const char *key, const char *key2)
 	qsort(l->rows, l->n, sizeof(Row), row_cmp);
 }
 
-/* A row's JSON text, for the reject file. */
-char *
-row_text(Row *r)
+/* Add a row's JSON text to g, for the reject file. */
+void
+group_add_row(Group *g, Row *r)
 {
 	char	   *t = json_dumps(r->v, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 	if (t == NULL)
 		fail(EXIT_ERROR, "out of memory");
-	return t;
+	group_add(g, t, strlen(t), r->lineno);
+	free(t);
 }
 
-/* Reject the conversation of rows[from..to): its rows go to the reject file. */
-void
-reject_rows(Importer *imp, const char *id, const char *where, Row *rows, size_t n)
-{
-	Group	   *g = group_new(id ? id : "", where);
-	size_t		i;
-
-	for (i = 0; i < n; i++)
-	{
-		char	   *t = row_text(&rows[i]);
-
-		group_add(g, t, strlen(t), rows[i].lineno);
-		free(t);
-	}
-	importer_reject(imp, g);
-}
-
-char *
+/* Where a row of table is: "FILE:LINE", or "table id" for a row of a query. */
+static char *
 where_of(Importer *imp, Row *r, const char *table, const char *id)
 {
 	return r->lineno > 0 ? xsprintf("%s:%ld", imp->input_name, r->lineno)
 		: xsprintf("%s %s", table, id ? id : "?");
+}
+
+/* The conversation id of table, found at its row r. */
+Conversation *
+row_conversation(Importer *imp, Row *r, const char *table, const char *id)
+{
+	char	   *where = where_of(imp, r, table, id);
+	Conversation *c = conversation_new(id, where);
+
+	free(where);
+	return c;
+}
+
+/*
+ * Reject the conversation id (NULL: a row that has none) of rows[0..n)
+ * of table: its rows go to the reject file.
+ */
+void
+reject_rows(Importer *imp, const char *table, const char *id, Row *rows, size_t n)
+{
+	char	   *where = where_of(imp, &rows[0], table, id);
+	Group	   *g = group_new(id ? id : "", where);
+	size_t		i;
+
+	free(where);
+	for (i = 0; i < n; i++)
+		group_add_row(g, &rows[i]);
+	importer_reject(imp, g);
 }

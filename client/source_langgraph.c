@@ -149,166 +149,194 @@ messages_version(json_t *checkpoint)
 													 "channel_versions"), "messages"));
 }
 
-void
-import_langgraph(Importer *imp, FILE *in, const SourceReader *source)
+/*
+ * Of which table a row of a file of both is: checkpoints have a
+ * checkpoint, blobs a blob; -1 for the blobs of other channels and
+ * pending writes, which are not read.
+ */
+static int
+langgraph_table(json_t *row)
 {
-	RowList		rows = {0};
-	RowList		checkpoints = {0};
-	RowList		blobs = {0};
-	json_t	   *blob_index;
-	size_t		i;
-	size_t		start;
+	if (json_object_get(row, "checkpoint"))
+		return 0;
+	if (json_object_get(row, "blob") && json_object_get(row, "task_id") == NULL &&
+		json_is_string(json_object_get(row, "channel")) &&
+		strcmp(json_string_value(json_object_get(row, "channel")), "messages") == 0)
+		return 1;
+	return -1;
+}
 
+/*
+ * The checkpoints, sorted by thread, and the messages blobs: from the
+ * source database, or from a file of both tables' rows.
+ */
+static void
+langgraph_rows(Importer *imp, FILE *in, RowList *checkpoints, RowList *blobs)
+{
 	if (imp->o->source_dsn)
 	{
 		PGconn	   *src = connect_source(imp);
 
-		rows_from_table(imp, src, "checkpoints", "c", "", &checkpoints);
+		rows_from_table(imp, src, "checkpoints", "c", "", checkpoints);
 		rows_from_table(imp, src, "checkpoint_blobs", "b",
-						" WHERE b.channel = 'messages' AND b.checkpoint_ns = ''", &blobs);
+						" WHERE b.channel = 'messages' AND b.checkpoint_ns = ''", blobs);
 		PQfinish(src);
 	}
 	else
-	{
-		/* a file of both tables' rows: checkpoints have a checkpoint, blobs a blob */
-		rows_from_file(imp, in, &rows);
-		for (i = 0; i < rows.n; i++)
-		{
-			json_t	   *v = rows.rows[i].v;
+		rows_from_file_split(imp, in, langgraph_table, checkpoints, blobs);
+	rows_sort(checkpoints, "thread_id", "checkpoint_id");
+}
 
-			json_incref(v);
-			if (json_object_get(v, "checkpoint"))
-				rows_add(&checkpoints, v, rows.rows[i].lineno);
-			else if (json_object_get(v, "blob") && json_object_get(v, "task_id") == NULL &&
-					 json_is_string(json_object_get(v, "channel")) &&
-					 strcmp(json_string_value(json_object_get(v, "channel")), "messages") == 0)
-				rows_add(&blobs, v, rows.rows[i].lineno);
-			else
-				json_decref(v);	/* other channels, pending writes */
-		}
-		rows_free(&rows);
+/* What the checkpoints of a thread hold. */
+typedef struct ThreadHistory
+{
+	json_t	   *first_ts;		/* message id -> ts of its first checkpoint */
+	json_t	   *newest;			/* the messages of the newest checkpoint */
+	const char *newest_ts;
+	const char *newest_id;
+	long		newest_line;
+	bool		undecodable;	/* a messages blob is not JSON */
+} ThreadHistory;
+
+/* Add checkpoint row r of thread to h: its messages, and whether it is the newest. */
+static void
+history_add(Importer *imp, ThreadHistory *h, Row *r, const char *thread, RowList *blobs,
+			json_t *blob_index)
+{
+	json_t	   *cp = r->v;
+	const char *ns = json_string_value(json_object_get(cp, "checkpoint_ns"));
+	const char *cid = json_string_value(json_object_get(cp, "checkpoint_id"));
+	const char *ts = json_string_value(json_object_get(json_object_get(cp, "checkpoint"), "ts"));
+	char	   *version;
+	json_t	   *msgs;
+	json_t	   *msg;
+	size_t		k;
+	bool		bad_blob;
+
+	if (ns && ns[0] != '\0')
+	{
+		importer_count_dropped(imp, "checkpoints of subgraphs", 1);
+		return;
 	}
-	rows_sort(&checkpoints, "thread_id", "checkpoint_id");
-
-	blob_index = index_blobs(&blobs);
-	for (start = 0; start < checkpoints.n;)
+	version = messages_version(cp);
+	if (version == NULL)
+		return;
+	msgs = langgraph_blob(blobs, blob_index, thread, version, &bad_blob);
+	free(version);
+	if (bad_blob)
+		h->undecodable = true;
+	if (msgs == NULL)
+		return;
+	json_array_foreach(msgs, k, msg)
 	{
-		const char *thread = json_string_value(json_object_get(checkpoints.rows[start].v, "thread_id"));
-		size_t		end;
-		json_t	   *first_ts = json_object();	/* message id -> ts of its first checkpoint */
-		json_t	   *newest = NULL;
-		const char *newest_ts = NULL;
-		const char *newest_id = NULL;
-		long		newest_line = 0;
-		bool		undecodable = false;
-		char	   *where;
-		Conversation *c;
+		const char *mid = json_string_value(json_object_get(json_object_get(msg, "kwargs"), "id"));
 
-		if (thread == NULL)
+		if (mid && ts && json_object_get(h->first_ts, mid) == NULL)
+			json_object_set_new(h->first_ts, mid, json_string(ts));
+	}
+	/* checkpoint ids are time-ordered (uuid6): the last is the newest */
+	if (h->newest_id == NULL || (cid && strcmp(cid, h->newest_id) > 0))
+	{
+		json_decref(h->newest);
+		h->newest = msgs;
+		h->newest_id = cid;
+		h->newest_ts = ts;
+		h->newest_line = r->lineno;
+	}
+	else
+		json_decref(msgs);
+}
+
+/* Add the messages of the newest checkpoint of thread to c. */
+static void
+history_messages(Importer *imp, Conversation *c, ThreadHistory *h, const char *thread)
+{
+	size_t		k;
+	json_t	   *msg;
+
+	json_array_foreach(h->newest, k, msg)
+	{
+		json_t	   *kwargs = json_object_get(msg, "kwargs");
+		const char *mid = json_string_value(json_object_get(kwargs, "id"));
+		const char *role = lc_class_role(msg);
+		const char *ts = mid ? json_string_value(json_object_get(h->first_ts, mid)) : NULL;
+		char	   *text;
+
+		if (role == NULL)
 		{
-			source_error(imp, checkpoints.rows[start].lineno, NULL, "a checkpoint without a string thread_id");
-			where = where_of(imp, &checkpoints.rows[start], "checkpoints", NULL);
-			reject_rows(imp, NULL, where, &checkpoints.rows[start], 1);
-			free(where);
-			start++;
+			source_error(imp, h->newest_line, thread,
+						 "message %zu of thread \"%s\" is not a serialized LangChain message", k + 1, thread);
+			importer_count_dropped(imp, "messages that are not LangChain messages", 1);
 			continue;
 		}
-		for (end = start; end < checkpoints.n; end++)
-		{
-			json_t	   *cp = checkpoints.rows[end].v;
-			const char *t = json_string_value(json_object_get(cp, "thread_id"));
-			const char *ns = json_string_value(json_object_get(cp, "checkpoint_ns"));
-			const char *cid = json_string_value(json_object_get(cp, "checkpoint_id"));
-			const char *ts = json_string_value(json_object_get(json_object_get(cp, "checkpoint"), "ts"));
-			char	   *version;
-			json_t	   *msgs;
-			json_t	   *msg;
-			size_t		k;
-			bool		bad_blob;
+		if (strcmp(role, "assistant") == 0 && json_array_size(json_object_get(kwargs, "tool_calls")) > 0)
+			importer_count_dropped(imp, "tool calls", json_array_size(json_object_get(kwargs, "tool_calls")));
+		text = content_text(imp, json_object_get(kwargs, "content"));
+		conversation_add(c, role, text, mid, ts ? ts : h->newest_ts, h->newest_line);
+		free(text);
+	}
+}
 
-			if (t == NULL || strcmp(t, thread) != 0)
-				break;
-			if (ns && ns[0] != '\0')
-			{
-				importer_count_dropped(imp, "checkpoints of subgraphs", 1);
-				continue;
-			}
-			version = messages_version(cp);
-			if (version == NULL)
-				continue;
-			msgs = langgraph_blob(&blobs, blob_index, thread, version, &bad_blob);
-			free(version);
-			if (bad_blob)
-				undecodable = true;
-			if (msgs == NULL)
-				continue;
-			json_array_foreach(msgs, k, msg)
-			{
-				const char *mid = json_string_value(json_object_get(json_object_get(msg, "kwargs"), "id"));
+/*
+ * The thread of checkpoints->rows[start] (sorted): made into records, or
+ * rejected with its checkpoints when a messages blob is not JSON. The
+ * checkpoint after it.
+ */
+static size_t
+langgraph_thread(Importer *imp, RowList *checkpoints, size_t start, RowList *blobs, json_t *blob_index)
+{
+	Row		   *first = &checkpoints->rows[start];
+	const char *thread = json_string_value(json_object_get(first->v, "thread_id"));
+	ThreadHistory h = {0};
+	size_t		end;
+	Conversation *c;
 
-				if (mid && ts && json_object_get(first_ts, mid) == NULL)
-					json_object_set_new(first_ts, mid, json_string(ts));
-			}
-			/* checkpoint ids are time-ordered (uuid6): the last is the newest */
-			if (newest_id == NULL || (cid && strcmp(cid, newest_id) > 0))
-			{
-				json_decref(newest);
-				newest = msgs;
-				newest_id = cid;
-				newest_ts = ts;
-				newest_line = checkpoints.rows[end].lineno;
-			}
-			else
-				json_decref(msgs);
-		}
-		if (undecodable)
-		{
-			source_error(imp, checkpoints.rows[start].lineno, thread,
-						 "thread \"%s\" has messages blobs that are not JSON (written by the Python saver, "
-						 "as msgpack): this tool reads the JS saver's JSON blobs", thread);
-			json_decref(newest);
-			json_decref(first_ts);
-			where = where_of(imp, &checkpoints.rows[start], "checkpoints", thread);
-			reject_rows(imp, thread, where, &checkpoints.rows[start], end - start);
-			free(where);
-			start = end;
-			continue;
-		}
-		where = where_of(imp, &checkpoints.rows[start], "checkpoints", thread);
-		c = conversation_new(thread, where);
-		free(where);
-		if (newest)
-		{
-			size_t		k;
-			json_t	   *msg;
+	if (thread == NULL)
+	{
+		source_error(imp, first->lineno, NULL, "a checkpoint without a string thread_id");
+		reject_rows(imp, "checkpoints", NULL, first, 1);
+		return start + 1;
+	}
+	h.first_ts = json_object();
+	for (end = start; end < checkpoints->n; end++)
+	{
+		const char *t = json_string_value(json_object_get(checkpoints->rows[end].v, "thread_id"));
 
-			json_array_foreach(newest, k, msg)
-			{
-				json_t	   *kwargs = json_object_get(msg, "kwargs");
-				const char *mid = json_string_value(json_object_get(kwargs, "id"));
-				const char *role = lc_class_role(msg);
-				const char *ts = mid ? json_string_value(json_object_get(first_ts, mid)) : NULL;
-				char	   *text;
-
-				if (role == NULL)
-				{
-					source_error(imp, newest_line, thread,
-								 "message %zu of thread \"%s\" is not a serialized LangChain message", k + 1, thread);
-					importer_count_dropped(imp, "messages that are not LangChain messages", 1);
-					continue;
-				}
-				if (strcmp(role, "assistant") == 0 && json_array_size(json_object_get(kwargs, "tool_calls")) > 0)
-					importer_count_dropped(imp, "tool calls", json_array_size(json_object_get(kwargs, "tool_calls")));
-				text = content_text(imp, json_object_get(kwargs, "content"));
-				conversation_add(c, role, text, mid, ts ? ts : newest_ts, newest_line);
-				free(text);
-			}
-		}
-		json_decref(newest);
-		json_decref(first_ts);
+		if (t == NULL || strcmp(t, thread) != 0)
+			break;
+		history_add(imp, &h, &checkpoints->rows[end], thread, blobs, blob_index);
+	}
+	if (h.undecodable)
+	{
+		source_error(imp, first->lineno, thread,
+					 "thread \"%s\" has messages blobs that are not JSON (written by the Python saver, "
+					 "as msgpack): this tool reads the JS saver's JSON blobs", thread);
+		reject_rows(imp, "checkpoints", thread, first, end - start);
+	}
+	else
+	{
+		c = row_conversation(imp, first, "checkpoints", thread);
+		if (h.newest)
+			history_messages(imp, c, &h, thread);
 		emit_conversation(imp, c);
-		start = end;
 	}
+	json_decref(h.newest);
+	json_decref(h.first_ts);
+	return end;
+}
+
+void
+import_langgraph(Importer *imp, FILE *in, const SourceReader *source)
+{
+	RowList		checkpoints = {0};
+	RowList		blobs = {0};
+	json_t	   *blob_index;
+	size_t		start = 0;
+
+	langgraph_rows(imp, in, &checkpoints, &blobs);
+	blob_index = index_blobs(&blobs);
+	while (start < checkpoints.n)
+		start = langgraph_thread(imp, &checkpoints, start, &blobs, blob_index);
 	json_decref(blob_index);
 	rows_free(&checkpoints);
 	rows_free(&blobs);

@@ -105,16 +105,17 @@ extern void read_line_conversations(Importer *imp, FILE *in, LineConversationFun
 									void *state);
 extern Conversation *line_conversation(Importer *imp, LineReader *r, const char *id);
 extern const char *str_field(json_t *obj, const char *key);
-extern void rows_add(RowList *l, json_t *v, long lineno);
 extern void rows_free(RowList *l);
 extern void rows_from_file(Importer *imp, FILE *in, RowList *all);
+extern void rows_from_file_split(Importer *imp, FILE *in, int (*which) (json_t *row),
+								 RowList *first, RowList *second);
 extern PGconn *connect_source(Importer *imp);
 extern void rows_from_table(Importer *imp, PGconn *src, const char *table, const char *alias,
 							const char *rest, RowList *rows);
 extern char *key_text(json_t *v);
 extern void rows_sort(RowList *l, const char *key, const char *key2);
-extern char *row_text(Row *r);
-extern void reject_rows(Importer *imp, const char *id, const char *where, Row *rows, size_t n);
-extern char *where_of(Importer *imp, Row *r, const char *table, const char *id);
+extern void group_add_row(Group *g, Row *r);
+extern Conversation *row_conversation(Importer *imp, Row *r, const char *table, const char *id);
+extern void reject_rows(Importer *imp, const char *table, const char *id, Row *rows, size_t n);
 
 #endif
