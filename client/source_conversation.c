@@ -375,47 +375,13 @@ message_times(Importer *imp, Conversation *c, char **times)
 	}
 }
 
-/*
- * Make a conversation's records and hand them to the importer: the
- * session record, then a turn per question. A user message without text
- * cannot be a question (convctx refuses an empty one): it is dropped with
- * the assistant messages that answer it, counted. A user message whose id
- * came before in the conversation gets a request id of its own, the id
- * and "#2", "#3"...: the same every time, so that importing the source
- * again finds its turns there. An anonymous conversation whose last
- * activity is the import's time (its source holds none) would look
- * active now and be deleted by the first purge after
- * convctx.session_ttl: refused unless --as-identity links it or
- * --allow-anonymous takes it as it is (counted, and warned about).
- */
-void
-emit_conversation(Importer *imp, Conversation *c)
+/* The session record of c, its first and last times those of its messages. */
+static void
+add_session_record(Group *g, Conversation *c, const char *first, const char *last)
 {
-	Group	   *g = group_new(c->id, c->where);
-	TurnBuild	t;
-	long		turn_no = 0;
-	json_t	   *s;
+	json_t	   *s = json_object();
 	RecordOrigin origin = {0};
-	char	  **times = xcalloc(c->n + 1, sizeof(char *));
-	json_t	   *request_ids = json_object();
-	bool		unanswerable = false;	/* after a user message without text */
-	int			i;
-	const char *first = NULL;
-	const char *last = NULL;
-	bool		undated = c->updated_at == NULL && c->created_at == NULL &&
-		(c->n == 0 || c->msgs[c->n - 1].time == NULL);
 
-	memset(&t, 0, sizeof(t));
-	message_times(imp, c, times);
-	if (c->n > 0)
-	{
-		first = times[0];
-		last = times[c->n - 1];
-	}
-	else
-		first = last = times[c->n] = start_time_plus(0);
-
-	s = json_object();
 	json_object_set_new(s, "type", json_string("session"));
 	json_object_set_new(s, "session_id", json_string(c->id));
 	json_object_set_new(s, "identity_id", json_str_or_null(c->identity));
@@ -430,15 +396,91 @@ emit_conversation(Importer *imp, Conversation *c)
 							  QUOTED_OR_NONE(c->n ? c->msgs[0].time : NULL),
 							  QUOTED_OR_NONE(c->n ? c->msgs[c->n - 1].time : NULL));
 	group_add_json(g, s, c->n ? c->msgs[0].lineno : 0, &origin);
+}
 
+/*
+ * The request id of user message i of c: its id (or "msg-N" without
+ * one), and when that came before in the conversation (request_ids), the
+ * id and "#2", "#3"...: the same every time, so that importing the source
+ * again finds its turns there. Counted in a warning.
+ */
+static char *
+distinct_request_id(Importer *imp, Conversation *c, int i, json_t *request_ids)
+{
+	Message    *m = &c->msgs[i];
+	char	   *request_id = m->id ? xstrdup(m->id) : xsprintf("msg-%d", i + 1);
+
+	if (json_object_get(request_ids, request_id))
+	{
+		char	   *id = request_id;
+		char	   *name = message_name(c, i, false);
+		int			k;
+
+		request_id = NULL;
+		for (k = 2; request_id == NULL || json_object_get(request_ids, request_id); k++)
+		{
+			free(request_id);
+			request_id = xsprintf("%s#%d", id, k);
+		}
+		importer_count_warning(imp, "message ids repeated in a conversation, "
+							   "each given a request id of its own",
+							   xsprintf("%s, %s of conversation \"%s\": request \"%s\"",
+										c->where, name, c->id, request_id));
+		free(name);
+		free(id);
+	}
+	json_object_set_new(request_ids, request_id, json_true());
+	return request_id;
+}
+
+/* Add assistant message i (at time) to the answer of the open turn t. */
+static void
+add_answer(TurnBuild *t, Message *m, const char *time, int i)
+{
+	if (t->answer)
+		append_text(&t->answer, &t->answer_len, &t->answer_cap, "\n\n", 2);
+	append_text(&t->answer, &t->answer_len, &t->answer_cap, m->text, strlen(m->text));
+	free(t->finalized_at);
+	t->finalized_at = xstrdup(time);
+	if (t->answers++ == 0)
+		t->first_answer_at = i;
+	t->last_answer_at = i;
+}
+
+/* Count a message of a role that has no place in convctx. */
+static void
+count_other_role(Importer *imp, const char *role)
+{
+	if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0)
+		importer_count_dropped(imp, "system and developer messages", 1);
+	else if (strcmp(role, "tool") == 0 || strcmp(role, "function") == 0)
+		importer_count_dropped(imp, "tool messages", 1);
+	else
+		importer_count_dropped(imp, "messages of other roles", 1);
+}
+
+/*
+ * Add c's turns to g: a turn per question, the assistant messages that
+ * follow it its answer. A user message without text cannot be a question
+ * (convctx refuses an empty one): it is dropped with the assistant
+ * messages that answer it, counted.
+ */
+static void
+add_turns(Importer *imp, Group *g, Conversation *c, char **times)
+{
+	TurnBuild	t;
+	long		turn_no = 0;
+	json_t	   *request_ids = json_object();
+	bool		unanswerable = false;	/* after a user message without text */
+	int			i;
+
+	memset(&t, 0, sizeof(t));
 	for (i = 0; i < c->n; i++)
 	{
 		Message    *m = &c->msgs[i];
 
 		if (strcmp(m->role, "user") == 0 || strcmp(m->role, "human") == 0)
 		{
-			char	   *request_id;
-
 			emit_turn(g, c, &t, turn_no);
 			unanswerable = m->text == NULL || m->text[0] == '\0';
 			if (unanswerable)
@@ -446,30 +488,9 @@ emit_conversation(Importer *imp, Conversation *c)
 				importer_count_dropped(imp, "user messages without text", 1);
 				continue;
 			}
-			request_id = m->id ? xstrdup(m->id) : xsprintf("msg-%d", i + 1);
-			if (json_object_get(request_ids, request_id))
-			{
-				char	   *id = request_id;
-				char	   *name = message_name(c, i, false);
-				int			k;
-
-				request_id = NULL;
-				for (k = 2; request_id == NULL || json_object_get(request_ids, request_id); k++)
-				{
-					free(request_id);
-					request_id = xsprintf("%s#%d", id, k);
-				}
-				importer_count_warning(imp, "message ids repeated in a conversation, "
-									   "each given a request id of its own",
-									   xsprintf("%s, %s of conversation \"%s\": request \"%s\"",
-												c->where, name, c->id, request_id));
-				free(name);
-				free(id);
-			}
-			json_object_set_new(request_ids, request_id, json_true());
+			t.request_id = distinct_request_id(imp, c, i, request_ids);
 			t.open = true;
 			turn_no++;
-			t.request_id = request_id;
 			t.question = xstrdup(m->text);
 			t.created_at = xstrdup(times[i]);
 			t.lineno = m->lineno;
@@ -484,44 +505,66 @@ emit_conversation(Importer *imp, Conversation *c)
 			else if (!t.open)
 				importer_count_dropped(imp, "assistant messages before any question", 1);
 			else
-			{
-				if (t.answer)
-					append_text(&t.answer, &t.answer_len, &t.answer_cap, "\n\n", 2);
-				append_text(&t.answer, &t.answer_len, &t.answer_cap, m->text, strlen(m->text));
-				free(t.finalized_at);
-				t.finalized_at = xstrdup(times[i]);
-				if (t.answers++ == 0)
-					t.first_answer_at = i;
-				t.last_answer_at = i;
-			}
+				add_answer(&t, m, times[i], i);
 		}
-		else if (strcmp(m->role, "system") == 0 || strcmp(m->role, "developer") == 0)
-			importer_count_dropped(imp, "system and developer messages", 1);
-		else if (strcmp(m->role, "tool") == 0 || strcmp(m->role, "function") == 0)
-			importer_count_dropped(imp, "tool messages", 1);
 		else
-			importer_count_dropped(imp, "messages of other roles", 1);
+			count_other_role(imp, m->role);
 	}
 	emit_turn(g, c, &t, turn_no);
 	json_decref(request_ids);
+}
+
+/*
+ * Whether anonymous conversation c, whose source holds no time, is
+ * refused (after saying why): imported, it would take the import's time
+ * and look active now, and the first purge after convctx.session_ttl
+ * would delete it. Taken when --as-identity links it, or, counted and
+ * warned about, with --allow-anonymous.
+ */
+static bool
+refuse_undated(Importer *imp, Conversation *c)
+{
+	if (c->identity != NULL || imp->o->as_identity != NULL)
+		return false;
+	if (imp->o->allow_anonymous)
+	{
+		imp->anonymous_undated++;
+		return false;
+	}
+	fprintf(stderr, "%s: error: anonymous conversation \"%s\" has no time in its source: imported, "
+			"it would take the import's time and be deleted by the first purge after "
+			"convctx.session_ttl\n", c->where, c->id);
+	fprintf(stderr, "HINT:  Link it to an identity with --as-identity=ID, or take it as it is "
+			"with --allow-anonymous.\n");
+	return true;
+}
+
+/*
+ * Make a conversation's records and hand them to the importer: the
+ * session record, then its turns. A message without a time takes one
+ * (message_times); an anonymous conversation without any may be refused
+ * (refuse_undated).
+ */
+void
+emit_conversation(Importer *imp, Conversation *c)
+{
+	Group	   *g = group_new(c->id, c->where);
+	char	  **times = xcalloc(c->n + 1, sizeof(char *));
+	int			i;
+	bool		undated = c->updated_at == NULL && c->created_at == NULL &&
+		(c->n == 0 || c->msgs[c->n - 1].time == NULL);
+
+	message_times(imp, c, times);
+	if (c->n == 0)
+		times[0] = start_time_plus(0);
+	add_session_record(g, c, times[0], times[c->n > 0 ? c->n - 1 : 0]);
+	add_turns(imp, g, c, times);
 	for (i = 0; i <= c->n; i++)
 		free(times[i]);
 	free(times);
-	if (undated && c->identity == NULL && imp->o->as_identity == NULL)
-	{
-		if (!imp->o->allow_anonymous)
-		{
-			fprintf(stderr, "%s: error: anonymous conversation \"%s\" has no time in its source: imported, "
-					"it would take the import's time and be deleted by the first purge after "
-					"convctx.session_ttl\n", c->where, c->id);
-			fprintf(stderr, "HINT:  Link it to an identity with --as-identity=ID, or take it as it is "
-					"with --allow-anonymous.\n");
-			importer_reject(imp, g);
-			conversation_free(c);
-			return;
-		}
-		imp->anonymous_undated++;
-	}
-	importer_add(imp, g);
+	if (undated && refuse_undated(imp, c))
+		importer_reject(imp, g);
+	else
+		importer_add(imp, g);
 	conversation_free(c);
 }
