@@ -141,6 +141,91 @@ put_utf8(char *buf, uint32_t cp)
 	return 4;
 }
 
+/* The escape at sc->p (a backslash in a string) checked, and stepped over. */
+static bool
+scan_escape(Scanner *sc)
+{
+	int			u;
+	int			lo;
+
+	if (sc->p + 1 >= sc->end)
+		return fail_at(sc, sc->p, "unfinished string");
+	switch (sc->p[1])
+	{
+		case '"':
+		case '\\':
+		case '/':
+		case 'b':
+		case 'f':
+		case 'n':
+		case 'r':
+		case 't':
+			sc->p += 2;
+			return true;
+		case 'u':
+			break;
+		default:
+			return fail_at(sc, sc->p, "invalid escape in a string");
+	}
+	if (sc->end - sc->p < 6 || (u = hex4(sc->p + 2)) < 0)
+		return fail_at(sc, sc->p, "invalid \\u escape");
+	if (u == 0)
+		return fail_at(sc, sc->p, "\\u0000 is not allowed: PostgreSQL text cannot hold the NUL character");
+	if (u >= 0xDC00 && u <= 0xDFFF)
+		return fail_at(sc, sc->p, "a low surrogate \\u escape without a high one");
+	if (u >= 0xD800 && u <= 0xDBFF)
+	{
+		if (sc->end - sc->p < 12 || sc->p[6] != '\\' || sc->p[7] != 'u' ||
+			(lo = hex4(sc->p + 8)) < 0xDC00 || lo > 0xDFFF)
+			return fail_at(sc, sc->p, "a high surrogate \\u escape without a low one");
+		sc->p += 6;
+	}
+	sc->p += 6;
+	return true;
+}
+
+/* The value of the string s..end (checked, with escapes), malloc'd; its length in *len. */
+static char *
+decode_string(const char *s, const char *end, size_t *len)
+{
+	char	   *buf = xmalloc(end - s + 1);
+	const char *q = s;
+	size_t		n = 0;
+
+	while (q < end)
+	{
+		if (*q != '\\')
+		{
+			buf[n++] = *q++;
+			continue;
+		}
+		switch (q[1])
+		{
+			case 'b': buf[n++] = '\b'; q += 2; break;
+			case 'f': buf[n++] = '\f'; q += 2; break;
+			case 'n': buf[n++] = '\n'; q += 2; break;
+			case 'r': buf[n++] = '\r'; q += 2; break;
+			case 't': buf[n++] = '\t'; q += 2; break;
+			case 'u':
+				{
+					uint32_t	cp = (uint32_t) hex4(q + 2);
+
+					q += 6;
+					if (cp >= 0xD800 && cp <= 0xDBFF)
+					{
+						cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t) hex4(q + 2) - 0xDC00);
+						q += 6;
+					}
+					n += put_utf8(buf + n, cp);
+					break;
+				}
+			default: buf[n++] = q[1]; q += 2; break;
+		}
+	}
+	*len = n;
+	return buf;
+}
+
 /*
  * A string, sc->p at its opening quote. With out, its decoded value: a
  * pointer into the line when it has no escape, else malloc'd (*owned).
@@ -158,45 +243,8 @@ scan_string(Scanner *sc, const char **out, size_t *outlen, bool *owned)
 		if (c == '\\')
 		{
 			escaped = true;
-			if (sc->p + 1 >= sc->end)
-				return fail_at(sc, sc->p, "unfinished string");
-			switch (sc->p[1])
-			{
-				case '"':
-				case '\\':
-				case '/':
-				case 'b':
-				case 'f':
-				case 'n':
-				case 'r':
-				case 't':
-					sc->p += 2;
-					break;
-				case 'u':
-					{
-						int			u;
-
-						if (sc->end - sc->p < 6 || (u = hex4(sc->p + 2)) < 0)
-							return fail_at(sc, sc->p, "invalid \\u escape");
-						if (u == 0)
-							return fail_at(sc, sc->p, "\\u0000 is not allowed: PostgreSQL text cannot hold the NUL character");
-						if (u >= 0xDC00 && u <= 0xDFFF)
-							return fail_at(sc, sc->p, "a low surrogate \\u escape without a high one");
-						if (u >= 0xD800 && u <= 0xDBFF)
-						{
-							int			lo;
-
-							if (sc->end - sc->p < 12 || sc->p[6] != '\\' || sc->p[7] != 'u' ||
-								(lo = hex4(sc->p + 8)) < 0xDC00 || lo > 0xDFFF)
-								return fail_at(sc, sc->p, "a high surrogate \\u escape without a low one");
-							sc->p += 6;
-						}
-						sc->p += 6;
-						break;
-					}
-				default:
-					return fail_at(sc, sc->p, "invalid escape in a string");
-			}
+			if (!scan_escape(sc))
+				return false;
 		}
 		else if (c < 0x20)
 			return fail_at(sc, sc->p, "a control character in a string");
@@ -220,44 +268,7 @@ scan_string(Scanner *sc, const char **out, size_t *outlen, bool *owned)
 			*outlen = sc->p - s;
 		}
 		else
-		{
-			char	   *buf = xmalloc(sc->p - s + 1);
-			const char *q = s;
-			size_t		n = 0;
-
-			while (q < sc->p)
-			{
-				if (*q != '\\')
-				{
-					buf[n++] = *q++;
-					continue;
-				}
-				switch (q[1])
-				{
-					case 'b': buf[n++] = '\b'; q += 2; break;
-					case 'f': buf[n++] = '\f'; q += 2; break;
-					case 'n': buf[n++] = '\n'; q += 2; break;
-					case 'r': buf[n++] = '\r'; q += 2; break;
-					case 't': buf[n++] = '\t'; q += 2; break;
-					case 'u':
-						{
-							uint32_t	cp = (uint32_t) hex4(q + 2);
-
-							q += 6;
-							if (cp >= 0xD800 && cp <= 0xDBFF)
-							{
-								cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t) hex4(q + 2) - 0xDC00);
-								q += 6;
-							}
-							n += put_utf8(buf + n, cp);
-							break;
-						}
-					default: buf[n++] = q[1]; q += 2; break;
-				}
-			}
-			*out = buf;
-			*outlen = n;
-		}
+			*out = decode_string(s, sc->p, outlen);
 	}
 	sc->p++;
 	return true;
@@ -336,6 +347,64 @@ has_duplicate(Scanner *sc, size_t first, Key *dup)
 	return false;
 }
 
+/* Push key k of the object being scanned onto the key stack. */
+static void
+push_key(Scanner *sc, Key k)
+{
+	if (sc->nkeys == sc->cap)
+	{
+		sc->cap = sc->cap ? sc->cap * 2 : 64;
+		sc->keys = xrealloc(sc->keys, sc->cap * sizeof(Key));
+	}
+	sc->keys[sc->nkeys++] = k;
+}
+
+/* Whether k is a key whose string value, at the top level, the tool reads. */
+static bool
+read_key(Key k)
+{
+	return (k.len == 4 && memcmp(k.s, "type", 4) == 0) ||
+		(k.len == 10 && memcmp(k.s, "session_id", 10) == 0) ||
+		(k.len == 15 && memcmp(k.s, "conversation_id", 15) == 0);
+}
+
+/* The string at sc->p, the value of read_key k: into its place in *top. */
+static bool
+scan_read_value(Scanner *sc, ScannedLine *top, Key k)
+{
+	const char *v;
+	size_t		vlen;
+	bool		owned;
+	char	   *copy;
+	char	  **to;
+
+	if (!scan_string(sc, &v, &vlen, &owned))
+		return false;
+	copy = xmalloc(vlen + 1);
+	memcpy(copy, v, vlen);
+	copy[vlen] = '\0';
+	if (owned)
+		free((char *) v);
+	to = k.s[0] == 't' ? &top->type : k.s[0] == 's' ? &top->session_id : &top->conversation_id;
+	free(*to);
+	*to = copy;
+	return true;
+}
+
+/* The object's closing brace, sc->p after it: no key of it (from first on) twice. */
+static bool
+check_keys(Scanner *sc, size_t first)
+{
+	Key			dup;
+
+	if (!has_duplicate(sc, first, &dup))
+		return true;
+	snprintf(sc->message, sizeof(sc->message),
+			 "duplicate key \"%.*s\" (a key may appear once in an object)",
+			 (int) (dup.len > 60 ? 60 : dup.len), dup.s);
+	return fail_at(sc, sc->p - 1, sc->message);
+}
+
 static bool
 scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 {
@@ -353,7 +422,6 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 	for (;;)
 	{
 		Key			k;
-		const char *key_at;
 
 		skip_space(sc);
 		if (sc->p >= sc->end || *sc->p != '"')
@@ -361,18 +429,12 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 			ok = fail_at(sc, sc->p, "a key (a string) expected");
 			break;
 		}
-		key_at = sc->p;
 		if (!scan_string(sc, &k.s, &k.len, &k.owned))
 		{
 			ok = false;
 			break;
 		}
-		if (sc->nkeys == sc->cap)
-		{
-			sc->cap = sc->cap ? sc->cap * 2 : 64;
-			sc->keys = xrealloc(sc->keys, sc->cap * sizeof(Key));
-		}
-		sc->keys[sc->nkeys++] = k;
+		push_key(sc, k);
 		skip_space(sc);
 		if (sc->p >= sc->end || *sc->p != ':')
 		{
@@ -382,48 +444,12 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 		sc->p++;
 		skip_space(sc);
 		/* the values the tool reads: "type" and the conversation id, top level */
-		if (is_top && sc->p < sc->end && *sc->p == '"' &&
-			((k.len == 4 && memcmp(k.s, "type", 4) == 0) ||
-			 (k.len == 10 && memcmp(k.s, "session_id", 10) == 0) ||
-			 (k.len == 15 && memcmp(k.s, "conversation_id", 15) == 0)))
-		{
-			const char *v;
-			size_t		vlen;
-			bool		owned;
-			char	   *copy;
-
-			if (!scan_string(sc, &v, &vlen, &owned))
-			{
-				ok = false;
-				break;
-			}
-			copy = xmalloc(vlen + 1);
-			memcpy(copy, v, vlen);
-			copy[vlen] = '\0';
-			if (owned)
-				free((char *) v);
-			if (k.s[0] == 't')
-			{
-				free(top->type);
-				top->type = copy;
-			}
-			else if (k.s[0] == 's')
-			{
-				free(top->session_id);
-				top->session_id = copy;
-			}
-			else
-			{
-				free(top->conversation_id);
-				top->conversation_id = copy;
-			}
-		}
-		else if (!scan_value(sc, top, false))
-		{
-			ok = false;
+		if (is_top && sc->p < sc->end && *sc->p == '"' && read_key(k))
+			ok = scan_read_value(sc, top, k);
+		else
+			ok = scan_value(sc, top, false);
+		if (!ok)
 			break;
-		}
-		(void) key_at;
 		skip_space(sc);
 		if (sc->p < sc->end && *sc->p == ',')
 		{
@@ -432,16 +458,8 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 		}
 		if (sc->p < sc->end && *sc->p == '}')
 		{
-			Key			dup;
-
 			sc->p++;
-			if (has_duplicate(sc, first, &dup))
-			{
-				snprintf(sc->message, sizeof(sc->message),
-						 "duplicate key \"%.*s\" (a key may appear once in an object)",
-						 (int) (dup.len > 60 ? 60 : dup.len), dup.s);
-				ok = fail_at(sc, sc->p - 1, sc->message);
-			}
+			ok = check_keys(sc, first);
 			break;
 		}
 		ok = fail_at(sc, sc->p, "',' or '}' expected");
