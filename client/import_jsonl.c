@@ -275,12 +275,21 @@ close_group(Importer *imp, Group **group, bool *bad)
 	nstrays = 0;
 }
 
+/* A group of conversation id that starts at line lineno of the input. */
+static Group *
+line_group(Importer *imp, const char *id, long lineno)
+{
+	char		where[WHERE_LEN];
+
+	snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
+	return group_new(id, where);
+}
+
 /* A stray record of session id: kept with its session's group to be rejected. */
 static void
 stray_record(Importer *imp, const char *id, const char *line, size_t len, long lineno)
 {
 	Group	   *g = NULL;
-	char		where[WHERE_LEN];
 	int			i;
 
 	for (i = 0; i < nstrays && g == NULL; i++)
@@ -292,8 +301,7 @@ stray_record(Importer *imp, const char *id, const char *line, size_t len, long l
 		{
 			fprintf(stderr, "%s: warning: if session \"%s\" came earlier in the file, it was written "
 					"without the record of line %ld\n", progname, id, lineno);
-			snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
-			g = group_new(id, where);
+			g = line_group(imp, id, lineno);
 		}
 		strays = xrealloc(strays, (nstrays + 1) * sizeof(Group *));
 		strays[nstrays++] = g;
@@ -309,13 +317,8 @@ static void
 bad_line(Importer *imp, Group **group, bool *bad, const char *id, const char *line,
 		 size_t len, long lineno)
 {
-	char		where[WHERE_LEN];
-
 	if (*group == NULL)
-	{
-		snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
-		*group = group_new(id, where);
-	}
+		*group = line_group(imp, id, lineno);
 	group_add(*group, line, len, lineno);
 	*bad = true;
 	if (imp->o->max_errors == 0)
@@ -333,157 +336,201 @@ starts_session(const char *line)
 		strncmp(line, "{\"type\":\"session\"", strlen("{\"type\":\"session\"")) == 0;
 }
 
+/* A convctx.jsonl file being read. */
+typedef struct JsonlFile
+{
+	long		lineno;			/* of the line read last */
+	long long	counts[RECORD_TYPES];	/* records read, by type */
+	Group	   *group;			/* the group being read, or NULL */
+	bool		bad;			/* a line of it was bad */
+	bool		trailer;		/* the trailer was read */
+	bool		unreadable;		/* a line could not be read at all */
+} JsonlFile;
+
+/*
+ * Line lineno (len bytes, its newline taken off) without the CR before
+ * the newline, and on the first line the UTF-8 byte order mark before
+ * the header. Its new length.
+ */
+static ssize_t
+trim_line(char *line, ssize_t len, long lineno)
+{
+	if (len > 0 && line[len - 1] == '\r')
+		line[--len] = '\0';
+	if (lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
+	{
+		memmove(line, line + 3, len - 2);
+		len -= 3;
+	}
+	return len;
+}
+
+/*
+ * Whether the last line, without its newline, is where the file was cut
+ * (a killed export ends so): it is not a record, and holds no NUL byte
+ * (reported as such when it is read). Then it is left out, with a
+ * warning, and ends the input.
+ */
+static bool
+cut_here(Importer *imp, JsonlFile *f, const char *line, size_t len)
+{
+	ScannedLine scanned;
+	int			column;
+	const char *message;
+
+	if (f->lineno == 1 || memchr(line, '\0', len) != NULL)
+		return false;
+	if (scan_jsonl_line(line, len, &scanned, &column, &message))
+	{
+		scanned_line_free(&scanned);
+		return false;
+	}
+	fprintf(stderr, "%s:%ld:%d: warning: the last line has no newline and is not a complete "
+			"record (%s): the file was cut short there\n",
+			imp->input_name, f->lineno, column, message);
+	imp->left_out++;
+	if (starts_session(line))
+		close_group(imp, &f->group, &f->bad);
+	return true;
+}
+
+/*
+ * A record of a conversation: it goes on the group being read, starts a
+ * group (a session, or a context of another conversation), or is a stray.
+ */
+static void
+place_record(Importer *imp, JsonlFile *f, LineRecord *rec, const char *line, size_t len)
+{
+	Group	   *group = f->group;
+
+	f->counts[rec->type]++;
+	if (group != NULL && strcmp(group->id, rec->id) == 0 && rec->type != 0)
+		group_add(group, line, len, f->lineno);	/* the group goes on */
+	else if (rec->type == 0 || rec->type == 5)
+	{
+		close_group(imp, &f->group, &f->bad);
+		f->group = line_group(imp, rec->id, f->lineno);
+		group_add(f->group, line, len, f->lineno);
+	}
+	else if (f->bad && group != NULL && group->id[0] == '\0')
+		group_add(group, line, len, f->lineno);	/* after a line that could not be read */
+	else
+	{
+		/* a stray record: the group being read goes on */
+		line_error(imp, f->lineno, 0, "a %s record of session \"%s\" outside that session's group "
+				   "(the records of a session follow its session record)",
+				   record_types[rec->type], rec->id);
+		stray_record(imp, rec->id, line, len, f->lineno);
+	}
+}
+
+/* Read a line (len bytes, trimmed): the header, a record, or the trailer. */
+static void
+read_line(Importer *imp, JsonlFile *f, const char *line, size_t len)
+{
+	LineRecord	rec;
+
+	if (!parse_line(imp, line, len, f->lineno, &rec))
+	{
+		line_record_free(&rec);
+		if (f->lineno == 1)
+			importer_abort(imp);
+		/* the group before a session record is not its */
+		if (starts_session(line))
+			close_group(imp, &f->group, &f->bad);
+		bad_line(imp, &f->group, &f->bad, "", line, len, f->lineno);
+		f->unreadable = true;
+		return;
+	}
+	if (f->lineno == 1 || rec.type == -1)
+	{
+		if (f->lineno != 1 || rec.type != -1)
+		{
+			line_error(imp, f->lineno, 0, f->lineno == 1 ?
+					   "the first line must be the header of a convctx.jsonl file" :
+					   "a second header");
+			importer_abort(imp);
+		}
+		check_header(imp, &rec);
+		check_source_tenant(imp, &rec);
+	}
+	else if (rec.type == -2)
+	{
+		close_group(imp, &f->group, &f->bad);
+		check_trailer(imp, &rec, f->lineno, f->counts, f->unreadable);
+		f->trailer = true;
+	}
+	else
+		place_record(imp, f, &rec, line, len);
+	line_record_free(&rec);
+}
+
+/*
+ * The end of a file without its trailer: cut short. Refused unless
+ * --allow-truncated, which imports all but its last conversation (which
+ * may be the one cut).
+ */
+static void
+end_without_trailer(Importer *imp, JsonlFile *f)
+{
+	if (f->group)
+		imp->left_out += f->group->n;
+	if (!imp->o->allow_truncated)
+	{
+		fprintf(stderr, "%s: error: %s ends at line %ld without its trailer: it was cut short; "
+				"the conversation it ends in was not imported\n",
+				progname, imp->input_name, f->lineno);
+		flush_pending(imp);
+		importer_abort(imp);
+	}
+	if (f->group)
+	{
+		fprintf(stderr, "%s: warning: %s has no trailer: the conversation starting at %s, the last, "
+				"may be cut short and was not imported\n", progname, imp->input_name, f->group->where);
+		group_free(f->group);
+		f->group = NULL;
+	}
+	close_group(imp, &f->group, &f->bad);	/* the strays read in it */
+}
 
 /* Read a convctx.jsonl file: header, conversation groups, trailer. */
 void
 import_convctx(Importer *imp, FILE *in)
 {
+	JsonlFile	f = {0};
 	char	   *line = NULL;
 	size_t		cap = 0;
 	ssize_t		len;
-	long		lineno = 0;
-	long long	counts[RECORD_TYPES] = {0};
-	Group	   *group = NULL;
-	bool		bad = false;
-	bool		trailer = false;
-	bool		unreadable = false;
-	char		where[WHERE_LEN];
 
 	if (!imp->o->allow_truncated)
 		check_file_has_trailer(imp, in);
-
 	while ((len = getline(&line, &cap, in)) != -1)
 	{
-		LineRecord rec;
 		bool		last = line[len - 1] != '\n';	/* no newline: the end of the input */
 
-		lineno++;
-		if (len > 0 && line[len - 1] == '\n')
+		f.lineno++;
+		if (!last)
 			line[--len] = '\0';
-		if (len > 0 && line[len - 1] == '\r')
-			line[--len] = '\0';
-		/* a UTF-8 byte order mark before the header */
-		if (lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0)
-		{
-			memmove(line, line + 3, len - 2);
-			len -= 3;
-		}
-		if (trailer)
+		len = trim_line(line, len, f.lineno);
+		if (f.trailer)
 		{
 			if (len == 0)
 				continue;		/* an empty line at the end, as the trailer check allows */
-			line_error(imp, lineno, 0, "a line after the trailer");
+			line_error(imp, f.lineno, 0, "a line after the trailer");
 			importer_abort(imp);
 		}
-		/*
-		 * A last line without its newline that is not a record, and holds
-		 * no NUL byte (reported as such below), is where the file was cut
-		 * (a killed export ends so): the end of the input.
-		 */
-		if (last && lineno > 1 && memchr(line, '\0', len) == NULL)
-		{
-			int			column;
-			const char *message;
-
-			if (!scan_jsonl_line(line, len, &rec.scanned, &column, &message))
-			{
-				fprintf(stderr, "%s:%ld:%d: warning: the last line has no newline and is not a complete "
-						"record (%s): the file was cut short there\n",
-						imp->input_name, lineno, column, message);
-				imp->left_out++;
-				if (starts_session(line))
-					close_group(imp, &group, &bad);
-				break;
-			}
-			scanned_line_free(&rec.scanned);
-		}
-		memset(&rec, 0, sizeof(rec));
-		if (!parse_line(imp, line, len, lineno, &rec))
-		{
-			line_record_free(&rec);
-			if (lineno == 1)
-				importer_abort(imp);
-			/* the group before a session record is not its */
-			if (starts_session(line))
-				close_group(imp, &group, &bad);
-			bad_line(imp, &group, &bad, "", line, len, lineno);
-			unreadable = true;
-			continue;
-		}
-		if (lineno == 1 || rec.type == -1)
-		{
-			if (lineno != 1 || rec.type != -1)
-			{
-				line_error(imp, lineno, 0, lineno == 1 ?
-						   "the first line must be the header of a convctx.jsonl file" :
-						   "a second header");
-				importer_abort(imp);
-			}
-			check_header(imp, &rec);
-			check_source_tenant(imp, &rec);
-			line_record_free(&rec);
-			continue;
-		}
-		if (rec.type == -2)
-		{
-			close_group(imp, &group, &bad);
-			check_trailer(imp, &rec, lineno, counts, unreadable);
-			line_record_free(&rec);
-			trailer = true;
-			continue;
-		}
-		counts[rec.type]++;
-		if (group != NULL && strcmp(group->id, rec.id) == 0 && rec.type != 0)
-			group_add(group, line, len, lineno);	/* the group goes on */
-		else if (rec.type == 0 || rec.type == 5)
-		{
-			/* a session, or a context of another conversation, starts a group */
-			close_group(imp, &group, &bad);
-			snprintf(where, sizeof(where), "%s:%ld", imp->input_name, lineno);
-			group = group_new(rec.id, where);
-			group_add(group, line, len, lineno);
-		}
-		else if (bad && group != NULL && group->id[0] == '\0')
-			group_add(group, line, len, lineno);	/* after a line that could not be read */
-		else
-		{
-			/* a stray record: the group being read goes on */
-			line_error(imp, lineno, 0, "a %s record of session \"%s\" outside that session's group "
-					   "(the records of a session follow its session record)",
-					   record_types[rec.type], rec.id);
-			stray_record(imp, rec.id, line, len, lineno);
-		}
-		line_record_free(&rec);
+		if (last && cut_here(imp, &f, line, len))
+			break;
+		read_line(imp, &f, line, len);
 	}
 	if (ferror(in))
 		fail(EXIT_ERROR, "could not read \"%s\": %s", imp->input_name, strerror(errno));
 	free(line);
-	if (lineno == 0)
+	if (f.lineno == 0)
 	{
 		fprintf(stderr, "%s: error: %s is empty: no header\n", progname, imp->input_name);
 		importer_abort(imp);
 	}
-	if (!trailer)
-	{
-		/* the last conversation may be the one cut: it is not imported */
-		if (group)
-			imp->left_out += group->n;
-		if (!imp->o->allow_truncated)
-		{
-			fprintf(stderr, "%s: error: %s ends at line %ld without its trailer: it was cut short; "
-					"the conversation it ends in was not imported\n",
-					progname, imp->input_name, lineno);
-			flush_pending(imp);
-			importer_abort(imp);
-		}
-		if (group)
-		{
-			fprintf(stderr, "%s: warning: %s has no trailer: the conversation starting at %s, the last, "
-					"may be cut short and was not imported\n", progname, imp->input_name, group->where);
-			group_free(group);
-			group = NULL;
-		}
-		close_group(imp, &group, &bad);	/* the strays read in it */
-	}
+	if (!f.trailer)
+		end_without_trailer(imp, &f);
 }
-
