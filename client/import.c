@@ -181,6 +181,29 @@ parse_import_options(int argc, char **argv, ImportOptions *o)
 		fail(EXIT_ERROR, "--source-dsn and -f both name the input: give one");
 }
 
+/* The identity map of --identity-map=file, checked, as compact JSON text. */
+static char *
+read_identity_map(const char *file)
+{
+	json_error_t jerr;
+	json_t	   *map = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+	const char *key;
+	json_t	   *value;
+	char	   *text;
+
+	if (map == NULL)
+		fail(EXIT_ERROR, "%s:%d:%d: %s", file, jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(map))
+		fail(EXIT_ERROR, "%s: an identity map is a JSON object {\"old\": \"new\", ...}", file);
+	json_object_foreach(map, key, value)
+		if (key[0] == '\0' || !json_is_string(value) || json_string_length(value) == 0)
+			fail(EXIT_ERROR, "%s: an identity map maps identity ids to identity ids (non-empty strings)",
+				 file);
+	text = json_dumps(map, JSON_COMPACT);
+	json_decref(map);
+	return text;
+}
+
 int
 import_main(int argc, char **argv)
 {
@@ -194,24 +217,7 @@ import_main(int argc, char **argv)
 	imp.input_name = o.common.file && strcmp(o.common.file, "-") != 0 ? o.common.file : "<stdin>";
 
 	if (o.identity_map_file)
-	{
-		json_error_t jerr;
-		json_t	   *map = json_load_file(o.identity_map_file, JSON_REJECT_DUPLICATES, &jerr);
-		const char *key;
-		json_t	   *value;
-
-		if (map == NULL)
-			fail(EXIT_ERROR, "%s:%d:%d: %s", o.identity_map_file, jerr.line, jerr.column, jerr.text);
-		if (!json_is_object(map))
-			fail(EXIT_ERROR, "%s: an identity map is a JSON object {\"old\": \"new\", ...}",
-				 o.identity_map_file);
-		json_object_foreach(map, key, value)
-			if (key[0] == '\0' || !json_is_string(value) || json_string_length(value) == 0)
-				fail(EXIT_ERROR, "%s: an identity map maps identity ids to identity ids (non-empty strings)",
-					 o.identity_map_file);
-		imp.identity_map = json_dumps(map, JSON_COMPACT);
-		json_decref(map);
-	}
+		imp.identity_map = read_identity_map(o.identity_map_file);
 	if (!o.source_dsn && o.common.file && strcmp(o.common.file, "-") != 0 &&
 		(in = fopen(o.common.file, "r")) == NULL)
 		fail(EXIT_ERROR, "could not open \"%s\": %s", o.common.file, strerror(errno));

@@ -453,26 +453,16 @@ free_groups(Group **groups, int n)
 }
 
 /*
- * Wait for the batch in flight (send_async). When the server refused it,
- * nothing of it was written: write it again the careful way (flush_groups).
+ * Read the results of the batch in flight, up to its sync: the counts of
+ * import_records(), and *refused with the first error in *err when the
+ * server refused something.
  */
-void
-finish_async(Importer *imp)
+static PGresult *
+read_pipeline(Importer *imp, BatchError *err, bool *refused)
 {
 	PGresult   *res;
 	PGresult   *counted = NULL;
-	BatchError	err;
-	bool		refused = false;
-	Group	  **groups = imp->inflight;
-	int			n = imp->ninflight;
 
-	if (n == 0)
-		return;
-	/* taken: an error below that stops the import must not wait for it again */
-	imp->inflight = NULL;
-	imp->ninflight = 0;
-	imp->cap_inflight = 0;
-	memset(&err, 0, sizeof(err));
 	for (;;)
 	{
 		res = PQgetResult(imp->conn);
@@ -486,7 +476,7 @@ finish_async(Importer *imp)
 		{
 			case PGRES_PIPELINE_SYNC:
 				PQclear(res);
-				goto done;
+				return counted;
 			case PGRES_TUPLES_OK:
 				if (PQnfields(res) == 4 && counted == NULL)
 				{
@@ -500,14 +490,36 @@ finish_async(Importer *imp)
 			default:
 				if (PQstatus(imp->conn) != CONNECTION_OK)
 					fail(EXIT_CONNECTION, "connection lost while importing: %s", PQerrorMessage(imp->conn));
-				if (!refused)
-					keep_error(imp->conn, res, &err);
-				refused = true;
+				if (!*refused)
+					keep_error(imp->conn, res, err);
+				*refused = true;
 				break;
 		}
 		PQclear(res);
 	}
-done:
+}
+
+/*
+ * Wait for the batch in flight (send_async). When the server refused it,
+ * nothing of it was written: write it again the careful way (flush_groups).
+ */
+void
+finish_async(Importer *imp)
+{
+	PGresult   *counted;
+	BatchError	err;
+	bool		refused = false;
+	Group	  **groups = imp->inflight;
+	int			n = imp->ninflight;
+
+	if (n == 0)
+		return;
+	/* taken: an error below that stops the import must not wait for it again */
+	imp->inflight = NULL;
+	imp->ninflight = 0;
+	imp->cap_inflight = 0;
+	memset(&err, 0, sizeof(err));
+	counted = read_pipeline(imp, &err, &refused);
 	if (PQexitPipelineMode(imp->conn) != 1)
 		fail(EXIT_ERROR, "could not leave pipeline mode: %s", PQerrorMessage(imp->conn));
 	if (!refused)

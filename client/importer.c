@@ -198,6 +198,26 @@ reject_group(Importer *imp, Group *g)
 		importer_stop(imp);
 }
 
+/* The last line of the summary: every record read is imported, skipped or rejected. */
+static void
+print_totals(Importer *imp, long long skipped)
+{
+	long long	imported = 0;
+	int			t;
+
+	for (t = 0; t < RECORD_TYPES; t++)
+		imported += imp->imported[t];
+	fprintf(stderr, "%s: %lld records read: %lld imported, %lld skipped, %lld rejected",
+			progname, imp->records_sent + imp->rejected_records + imp->left_out, imported, skipped,
+			imp->rejected_records);
+	if (imp->left_out > 0)
+		fprintf(stderr, ", %lld left out (the end of a file cut short)", imp->left_out);
+	fputc('\n', stderr);
+	if (imported + skipped != imp->records_sent)
+		fprintf(stderr, "%s: warning: the server counted %lld of the %lld records it was sent\n",
+				progname, imported + skipped, imp->records_sent);
+}
+
 /* Print what was done: counts on stderr (unless -q). */
 void
 print_summary(Importer *imp)
@@ -246,22 +266,7 @@ print_summary(Importer *imp)
 				imp->rejected, imp->rejected == 1 ? "" : "s",
 				imp->rejected_records, imp->rejected_records == 1 ? "" : "s",
 				imp->reject ? ", written to " : "", imp->reject ? imp->o->reject_file : "");
-	/* every record read is imported, skipped or rejected */
-	{
-		long long	imported = 0;
-
-		for (t = 0; t < RECORD_TYPES; t++)
-			imported += imp->imported[t];
-		fprintf(stderr, "%s: %lld records read: %lld imported, %lld skipped, %lld rejected",
-				progname, imp->records_sent + imp->rejected_records + imp->left_out, imported, skipped,
-				imp->rejected_records);
-		if (imp->left_out > 0)
-			fprintf(stderr, ", %lld left out (the end of a file cut short)", imp->left_out);
-		fputc('\n', stderr);
-		if (imported + skipped != imp->records_sent)
-			fprintf(stderr, "%s: warning: the server counted %lld of the %lld records it was sent\n",
-					progname, imported + skipped, imp->records_sent);
-	}
+	print_totals(imp, skipped);
 }
 
 /* Count something a source holds that convctx has no place for. */
