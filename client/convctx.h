@@ -40,7 +40,7 @@
 /* Its record types, in the order its trailer counts them (main.c). */
 #define RECORD_TYPES		6
 extern const char *const record_types[RECORD_TYPES + 1];	/* NULL-terminated */
-extern const char *const record_types_plural[RECORD_TYPES + 1];
+extern int	record_type(const char *name);
 
 /* Options every subcommand takes. */
 typedef struct CommonOptions
@@ -88,7 +88,6 @@ extern void *xrealloc(void *p, size_t size);
 extern char *xstrdup(const char *s);
 extern char *xsprintf(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern void append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n);
-extern bool common_option(int c, CommonOptions *o);
 extern void other_option(int c, CommonOptions *o, char **argv, const char *command,
 						 void (*usage) (FILE *out));
 extern void no_arguments_left(int argc, char **argv);

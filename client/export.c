@@ -200,13 +200,11 @@ write_records(FILE *out, PGconn *conn, const ExportOptions *o, long long *counts
 		for (i = 0; i < n; i++)
 		{
 			const char *type = PQgetvalue(res, i, 0);
-			int			t;
+			int			t = record_type(type);
 
-			for (t = 0; record_types[t] && strcmp(record_types[t], type) != 0; t++)
-				;
-			if (record_types[t] == NULL && !o->messages)
+			if (t == RECORD_TYPES && !o->messages)
 				fail(EXIT_ERROR, "the server sent a record of unknown type \"%s\"", type);
-			if (record_types[t] != NULL)
+			if (t < RECORD_TYPES)
 				counts[t]++;
 			if (fwrite(PQgetvalue(res, i, 1), 1, PQgetlength(res, i, 1), out) != (size_t) PQgetlength(res, i, 1) ||
 				fputc('\n', out) == EOF)

@@ -110,7 +110,6 @@ extern Group *importer_take_pending(Importer *imp, const char *id);
 extern void importer_count_dropped(Importer *imp, const char *what, long long n);
 extern void importer_count_warning(Importer *imp, const char *what, char *first);
 extern void importer_abort(Importer *imp) __attribute__((noreturn));
-extern void importer_stop(Importer *imp) __attribute__((noreturn));
 extern void reject_group(Importer *imp, Group *g);
 extern void flush_pending(Importer *imp);
 extern void print_summary(Importer *imp);

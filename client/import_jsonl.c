@@ -99,8 +99,7 @@ parse_line(Importer *imp, const char *line, size_t len, long lineno, LineRecord 
 		rec->value = json_loadb(line, len, JSON_DECODE_INT_AS_REAL, NULL);
 		return true;
 	}
-	for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type_name) != 0; t++)
-		;
+	t = record_type(type_name);
 	if (t == RECORD_TYPES)
 	{
 		line_error(imp, lineno, 0, "unknown record type \"%s\"", type_name);

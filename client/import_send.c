@@ -157,10 +157,8 @@ count_result(Importer *imp, PGresult *res, Group **groups, int n)
 	for (i = 0; i < PQntuples(res); i++)
 	{
 		const char *type = PQgetvalue(res, i, 0);
-		int			t;
+		int			t = record_type(type);
 
-		for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], type) != 0; t++)
-			;
 		if (t < RECORD_TYPES)
 		{
 			imp->imported[t] += atoll(PQgetvalue(res, i, 1));

@@ -24,6 +24,13 @@
 
 #include "import.h"
 
+/* The record types, as the summary counts more than one of them. */
+static const char *const record_types_plural[RECORD_TYPES] = {
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts"
+};
+
+static void importer_stop(Importer *imp) __attribute__((noreturn));
+
 Group *
 group_new(const char *id, const char *where)
 {
@@ -340,7 +347,7 @@ importer_abort(Importer *imp)
 }
 
 /* Stop because --max-errors was reached (the groups before are written). */
-void
+static void
 importer_stop(Importer *imp)
 {
 	fprintf(stderr, "%s: error: stopped after %lld rejected conversation%s%s\n", progname,

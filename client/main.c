@@ -35,9 +35,17 @@ const char *progname = "convctx";
 const char *const record_types[RECORD_TYPES + 1] = {
 	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
 };
-const char *const record_types_plural[RECORD_TYPES + 1] = {
-	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", NULL
-};
+
+/* The index in record_types of the type name, RECORD_TYPES when it is none. */
+int
+record_type(const char *name)
+{
+	int			t;
+
+	for (t = 0; t < RECORD_TYPES && strcmp(record_types[t], name) != 0; t++)
+		;
+	return t;
+}
 
 /* Print "convctx: message" on stderr and exit with code. */
 void
@@ -153,7 +161,7 @@ now_seconds(void)
  * Take getopt_long's option c when it is one of COMMON_LONG_OPTIONS (its
  * argument in optarg); false for any other.
  */
-bool
+static bool
 common_option(int c, CommonOptions *o)
 {
 	switch (c)
