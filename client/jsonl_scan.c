@@ -405,21 +405,51 @@ check_keys(Scanner *sc, size_t first)
 	return fail_at(sc, sc->p - 1, sc->message);
 }
 
+/*
+ * Step into an object or array, sc->p at its opening brace or bracket:
+ * true when it is empty (its close stepped over too).
+ */
+static bool
+open_empty(Scanner *sc, char close)
+{
+	sc->p++;
+	skip_space(sc);
+	if (sc->p < sc->end && *sc->p == close)
+	{
+		sc->p++;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * After a member of an object or array: a comma (*closed false) or its
+ * close (*closed true), stepped over; false when neither.
+ */
+static bool
+after_member(Scanner *sc, char close, bool *closed)
+{
+	skip_space(sc);
+	*closed = sc->p < sc->end && *sc->p == close;
+	if (sc->p < sc->end && (*sc->p == ',' || *closed))
+	{
+		sc->p++;
+		return true;
+	}
+	return fail_at(sc, sc->p, close == '}' ? "',' or '}' expected" : "',' or ']' expected");
+}
+
 static bool
 scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 {
 	size_t		first = sc->nkeys;
 	bool		ok = true;
+	bool		closed = false;
 	size_t		i;
 
-	sc->p++;					/* { */
-	skip_space(sc);
-	if (sc->p < sc->end && *sc->p == '}')
-	{
-		sc->p++;
+	if (open_empty(sc, '}'))
 		return true;
-	}
-	for (;;)
+	while (!closed)
 	{
 		Key			k;
 
@@ -448,23 +478,14 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 			ok = scan_read_value(sc, top, k);
 		else
 			ok = scan_value(sc, top, false);
-		if (!ok)
-			break;
-		skip_space(sc);
-		if (sc->p < sc->end && *sc->p == ',')
+		if (!ok || !after_member(sc, '}', &closed))
 		{
-			sc->p++;
-			continue;
-		}
-		if (sc->p < sc->end && *sc->p == '}')
-		{
-			sc->p++;
-			ok = check_keys(sc, first);
+			ok = false;
 			break;
 		}
-		ok = fail_at(sc, sc->p, "',' or '}' expected");
-		break;
 	}
+	if (ok)
+		ok = check_keys(sc, first);
 	for (i = first; i < sc->nkeys; i++)
 		if (sc->keys[i].owned)
 			free((char *) sc->keys[i].s);
@@ -475,30 +496,14 @@ scan_object(Scanner *sc, ScannedLine *top, bool is_top)
 static bool
 scan_array(Scanner *sc, ScannedLine *top)
 {
-	sc->p++;					/* [ */
-	skip_space(sc);
-	if (sc->p < sc->end && *sc->p == ']')
-	{
-		sc->p++;
+	bool		closed = false;
+
+	if (open_empty(sc, ']'))
 		return true;
-	}
-	for (;;)
-	{
-		if (!scan_value(sc, top, false))
+	while (!closed)
+		if (!scan_value(sc, top, false) || !after_member(sc, ']', &closed))
 			return false;
-		skip_space(sc);
-		if (sc->p < sc->end && *sc->p == ',')
-		{
-			sc->p++;
-			continue;
-		}
-		if (sc->p < sc->end && *sc->p == ']')
-		{
-			sc->p++;
-			return true;
-		}
-		return fail_at(sc, sc->p, "',' or ']' expected");
-	}
+	return true;
 }
 
 static bool
