@@ -81,6 +81,9 @@ typedef struct LineReader
 	long		lineno;
 } LineReader;
 
+/* The conversation of line v of r, or NULL when it rejected the line. */
+typedef Conversation *(*LineConversationFunc) (Importer *imp, LineReader *r, json_t *v, void *state);
+
 /* A row of a library's table, as a JSON object. */
 typedef struct Row
 {
@@ -100,7 +103,6 @@ extern char *content_text(Importer *imp, json_t *content);
 extern void source_error(Importer *imp, long lineno, const char *key, const char *fmt,...)
 			__attribute__((format(printf, 4, 5)));
 extern void reject_source(Importer *imp, const char *id, long lineno, const char *line);
-typedef Conversation *(*LineConversationFunc) (Importer *imp, LineReader *r, json_t *v, void *state);
 extern void read_line_conversations(Importer *imp, FILE *in, LineConversationFunc convert,
 									void *state);
 extern Conversation *line_conversation(Importer *imp, LineReader *r, const char *id);
