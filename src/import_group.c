@@ -1,0 +1,260 @@
+/*-------------------------------------------------------------------------
+ *
+ * import_group.c
+ *	  The end of a group of records (FinishGroup): its turns checked, then
+ *	  written as a new session (import_write.c) or merged into the one that
+ *	  exists (import_merge.c).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/import_group.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+#include "args.h"
+#include "audit.h"
+#include "browser.h"
+#include "context.h"
+#include "convctx.h"
+#include "import.h"
+#include "jsonb_util.h"
+#include "metadata.h"
+#include "prompt_citations.h"
+#include "prompt_clarification.h"
+#include "session_link.h"
+#include "settings.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
+#include "variant.h"
+
+
+/* kept plans (spi_util.c), NULL until first used */
+static SPIPlanPtr link_insert_plan, session_finish_plan;
+
+#define LINK_INSERT_SQL \
+	"INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)" \
+	" VALUES ($1, $2, $3, $4)"
+
+/* $3 last_turn_no, $4 live_turns, $5 live_answers, $6 summary_through_turn_no, $7 redactions */
+#define SESSION_FINISH_SQL \
+	"UPDATE convctx.session s SET last_turn_no = $3, live_turns = $4, live_answers = $5," \
+	"       summary_through_turn_no = $6, redactions = $7," SESSION_BROWSER_SET \
+	" WHERE " SESSION_KEY_AT("s")
+
+/*
+ * The group that ends here: check it whole against the rules of the API
+ * and what its session record states, then write it, children after the
+ * session row in the lock order (turns, link, retrievals, clarifications,
+ * summary, context), and the derived values into the session row.
+ */
+void
+FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		live_turns = 0,
+				live_answers = 0,
+				max_turn_no = 0,
+				max_redaction = 0,
+				covered = 0;
+	TimestampTz newest_turn = DT_NOBEGIN;
+	int			i;
+
+	if (!g->open)
+		return;
+	g->open = false;
+
+	rec->group_id = g->session_name;
+	CheckTurnChains(rec, g);
+	for (i = 0; i < g->nturns; i++)
+	{
+		TurnRow    *t = &g->turns[i];
+		bool		live = !t->tombstone && t->replaced_by == NULL;
+
+		max_turn_no = Max(max_turn_no, t->turn_no);
+		newest_turn = Max(newest_turn, t->created_at);
+		if (t->has_redaction)
+			max_redaction = Max(max_redaction, t->redaction);
+		live_turns += live;
+		live_answers += live && t->finalized;
+		if (g->summary_recno && live && t->turn_no <= g->summary_through)
+			covered += 1 + t->finalized;
+		/*
+		 * Redacting a turn drops the summary that covers it: a summary
+		 * covering a tombstone was written after the redaction.
+		 */
+		if (g->summary_recno && t->tombstone && t->turn_no <= g->summary_through &&
+			g->summary_updated_at < t->deleted_at)
+			ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+						psprintf("the summary of session \"%s\" was written before turn " INT64_FORMAT " it covers was redacted",
+								 g->session_name, t->turn_no),
+						"Redacting a turn drops the summary that covers it.");
+	}
+
+	/* what the session record states */
+#define CHECK_STATED(has, stated, actual, name) \
+	if ((has) && (stated) != (actual)) \
+		ReportGroup(rec, g->recno, REC_SESSION, \
+					psprintf("session \"%s\" states %s " INT64_FORMAT ", but its records make " INT64_FORMAT, \
+							 g->session_name, name, (int64) (stated), (int64) (actual)), \
+					"convctx derives this count from the session's turns; the file was changed or is incomplete.")
+
+	/* starting a turn is activity: it is never older than a turn */
+	if (g->last_activity_at < newest_turn)
+	{
+		char	   *stated = pstrdup(timestamptz_to_str(g->last_activity_at));
+
+		rec->recno = g->recno;
+		rec->type = REC_SESSION;
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("last_activity_at of session \"%s\" is before its newest turn was created",
+					   g->session_name),
+				errdetail("last_activity_at is %s; a turn was created at %s.",
+						  stated, timestamptz_to_str(newest_turn)),
+				errhint("Starting a turn is activity of its session: last_activity_at is at least the created_at of every turn."));
+	}
+	CHECK_STATED(g->has_live_turns, g->live_turns, live_turns, "live_turns");
+	CHECK_STATED(g->has_live_answers, g->live_answers, live_answers, "live_answers");
+	if (g->summary_recno && g->summary_covered >= 0 && g->summary_covered != covered)
+		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+					psprintf("the summary of session \"%s\" states covered_messages " INT64_FORMAT
+							 ", but its turns make " INT64_FORMAT,
+							 g->session_name, g->summary_covered, covered), NULL);
+	if (g->has_summary_through &&
+		(g->summary_through_null ? g->summary_recno != 0
+		 : (g->summary_recno == 0 || g->summary_through_stated != g->summary_through)))
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("summary_through_turn_no of session \"%s\" does not match its summary record",
+							 g->session_name), NULL);
+	if (g->has_last_turn_no && g->last_turn_no < max_turn_no)
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("session \"%s\" states last_turn_no " INT64_FORMAT ", but it has turn " INT64_FORMAT,
+							 g->session_name, g->last_turn_no, max_turn_no), NULL);
+	/* an anonymous session's cap counts back from last_turn_no */
+	if (g->identity == NULL && g->has_last_turn_no && g->nturns > 0 && g->last_turn_no != max_turn_no)
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("anonymous session \"%s\" states last_turn_no " INT64_FORMAT ", but its newest turn is " INT64_FORMAT,
+							 g->session_name, g->last_turn_no, max_turn_no),
+					"The anonymous cap keeps the turns of the newest numbers: a gap would drop them all.");
+	if (g->has_redactions && g->redactions < max_redaction)
+		ReportGroup(rec, g->recno, REC_SESSION,
+					psprintf("session \"%s\" states redactions " INT64_FORMAT ", but a tombstone of redaction " INT64_FORMAT,
+							 g->session_name, g->redactions, max_redaction), NULL);
+	if (g->summary_recno && g->summary_through > (g->has_last_turn_no ? g->last_turn_no : max_turn_no))
+		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
+					psprintf("the summary of session \"%s\" covers turns up to " INT64_FORMAT ", past its newest turn",
+							 g->session_name, g->summary_through), NULL);
+	for (i = 0; i < g->ndata; i++)
+	{
+		TurnRow    *t = CurrentTurn(g, g->data[i].turn_no);
+
+		if (t == NULL || t->tombstone)
+			ReportGroup(rec, g->data[i].recno, g->data[i].type,
+						psprintf("the %s of turn " INT64_FORMAT " of session \"%s\" belongs to %s",
+								 record_type_names[g->data[i].type], g->data[i].turn_no, g->session_name,
+								 t == NULL ? "no turn of the session" : "a redacted turn"),
+						t == NULL ? NULL : "Redacting a turn drops its retrievals and clarifications.");
+	}
+
+	if (g->existing)
+	{
+		MergeGroup(opts, rec, g, counts, max_turn_no, max_redaction);
+		return;
+	}
+
+	/*
+	 * An anonymous session that the next purge would delete, or that is
+	 * over the cap, would not survive: refuse it unless asked.
+	 */
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	rec->group_id = g->session_name;
+	if (g->identity == NULL && !opts->allow_anonymous)
+	{
+		if (convctx_session_ttl > 0 &&
+			g->last_activity_at < GetCurrentTimestamp() - (int64) convctx_session_ttl * USECS_PER_SEC)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("anonymous session \"%s\" would be deleted by the next purge", g->session_name),
+					errdetail("Its last activity, %s, is older than convctx.session_ttl (%d s); anonymous sessions expire.",
+							  timestamptz_to_str(g->last_activity_at), convctx_session_ttl),
+					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
+		if (live_turns > convctx_max_session_turns)
+			ereport(ERROR,
+					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("anonymous session \"%s\" has more turns than convctx.max_session_turns", g->session_name),
+					errdetail("It has " INT64_FORMAT " live turns; an anonymous session keeps at most %d, and its next turn would drop the oldest.",
+							  live_turns, convctx_max_session_turns),
+					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
+	}
+
+	/* write: turns, link, retrievals and clarifications, summary, context */
+	WriteTurns(opts, g, g->turns, g->nturns);
+	counts->imported[REC_TURN] += g->nturns;
+	values[0] = PointerGetDatum(opts->tenant);
+	values[1] = PointerGetDatum(g->session_id);
+	if (g->identity != NULL)
+	{
+		Oid			link_types[4] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+		Datum		link_values[4] = {values[0], values[1], PointerGetDatum(g->identity),
+			TimestampTzGetDatum(g->link_now ? GetCurrentStatementStartTimestamp() : g->linked_at)};
+
+		SpiRunPlan(SpiKeptPlan(&link_insert_plan, LINK_INSERT_SQL, 4, link_types), link_values, NULL,
+				   false, 0, SPI_OK_INSERT);
+	}
+	for (i = 0; i < g->ndata; i++)
+	{
+		TurnDataRow *d = &g->data[i];
+
+		rec->recno = d->recno;
+		rec->type = d->type;
+		InsertTurnData(values, d);
+		counts->imported[d->type]++;
+	}
+	if (g->summary_recno)
+	{
+		Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
+		Datum		sum_values[6] = {values[0], values[1], PointerGetDatum(g->summary),
+			Int64GetDatum(g->summary_through), Int64GetDatum(covered),
+		TimestampTzGetDatum(g->summary_updated_at)};
+
+		rec->recno = g->summary_recno;
+		rec->type = REC_SUMMARY;
+		SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 6, sum_types),
+				   sum_values, NULL, false, 0, SPI_OK_INSERT);
+		counts->imported[REC_SUMMARY]++;
+	}
+	WriteGroupContext(opts, rec, g, counts);
+
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	values[2] = Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no);
+	values[3] = Int64GetDatum(live_turns);
+	values[4] = Int64GetDatum(live_answers);
+	values[5] = Int64GetDatum(g->summary_through);
+	nulls[5] = g->summary_recno ? ' ' : 'n';
+	values[6] = Int64GetDatum(g->has_redactions ? g->redactions : max_redaction);
+	SpiRunPlan(SpiKeptPlan(&session_finish_plan, SESSION_FINISH_SQL, 7, argtypes), values, nulls,
+			   false, 0, SPI_OK_UPDATE);
+}
