@@ -207,32 +207,16 @@ CheckContextNotErased(ImportOptions *opts, text *conversation_id, const char *na
 }
 
 /*
- * A session record: start its group. The session row is created at once,
- * locked for the rest of the transaction; when it exists the group is
- * skipped, or refused when it belongs to another identity or on_conflict
- * is 'error'.
+ * The fields of a session record that need no lookup, into g; its
+ * identity (before the identity map) and title in *identity and *title.
  */
 static void
-ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+SessionRecordFields(ImportRecord *rec, SessionGroup *g, text **identity, text **title)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-	text	   *identity;
-	text	   *raw_identity;
-	text	   *title;
 	bool		linked_null;
 	bool		isnull;
-	MemoryContext cxt = g->cxt;
 
-	memset(g, 0, sizeof(*g));
-	g->cxt = cxt;
-	g->recno = rec->recno;
-	g->session_id = RecordId(rec, "session_id", true);
-	g->session_name = text_to_cstring(g->session_id);
-	rec->group_id = g->session_name;
-	CheckFirstInBatch(opts, rec, "session", g->session_id);
-	identity = RecordId(rec, "identity_id", false);
+	*identity = RecordId(rec, "identity_id", false);
 	g->linked_at = RecordTimestamp(rec, "linked_at", false, &linked_null);
 	g->created_at = RecordTimestamp(rec, "created_at", true, &isnull);
 	g->last_activity_at = RecordTimestamp(rec, "last_activity_at", true, &isnull);
@@ -250,13 +234,85 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	g->summary_through_stated = RecordNumber(rec, "summary_through_turn_no", false, 1, &g->summary_through_null);
 	g->redactions = RecordNumber(rec, "redactions", false, 0, &isnull);
 	g->has_redactions = !isnull;
-	title = RecordText(rec, "title", false);
-	if (title != NULL)
-		CheckSessionTitle(title);
-	if (identity != NULL && linked_null)
+	*title = RecordText(rec, "title", false);
+	if (*title != NULL)
+		CheckSessionTitle(*title);
+	if (*identity != NULL && linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be set when identity_id is", "linked_at", NULL);
-	if (identity == NULL && !linked_null)
+	if (*identity == NULL && !linked_null)
 		ReportBadRecord(rec, "key \"%s\" of a %s record must be null when identity_id is", "linked_at", NULL);
+}
+
+/*
+ * The session of the group exists already (its insert did nothing): the
+ * refusals an existing session gives, then the group is merged
+ * (FinishGroup) with what is stored.
+ */
+static void
+SessionExisting(ImportOptions *opts, SessionGroup *g, text *identity, ImportCounts *counts)
+{
+	bool		isnull;
+	text	   *existing;
+	Datum		d;
+
+	SpiRunSessionPlan(&session_existing_plan, SESSION_EXISTING_SQL, opts->tenant,
+					  g->session_id, false, 0, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	existing = isnull ? NULL : DatumGetTextPCopy(d);
+	g->stored_last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 2, &isnull));
+
+	/*
+	 * A session erase_identity erased here takes nothing of a file
+	 * that names another identity (the one erased, in clear without a
+	 * key): refused before the link below would audit that identity.
+	 */
+	if (existing != NULL && IsErasedIdentity(existing) && !TextEqual(existing, identity))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("session \"%s\" was erased", g->session_name),
+				errdetail("erase_identity took the identity of this session here; an import does not bring it back."));
+	/* the refusal of link_session, audited the same way */
+	if (existing != NULL && identity != NULL)
+		SessionLinkLocked(opts->tenant, g->session_id, existing, identity, false);
+	if (opts->error_on_conflict)
+		ereport(ERROR,
+				errcode(ERRCODE_UNIQUE_VIOLATION),
+				errmsg("session \"%s\" exists already", g->session_name),
+				errhint("convctx import --on-conflict=skip leaves existing sessions alone and counts them."));
+	/* linked where the file comes from: linked here too, as link_session links */
+	if (existing == NULL && identity != NULL)
+		SessionLinkLocked(opts->tenant, g->session_id, NULL, identity, true);
+	g->stored_identity = existing ? existing : identity;
+	g->existing = true;
+	CountSkipped(counts, REC_SESSION, SKIP_THERE);
+}
+
+/*
+ * A session record: start its group. The session row is created at once,
+ * locked for the rest of the transaction; when it exists the group is
+ * skipped, or refused when it belongs to another identity or on_conflict
+ * is 'error'.
+ */
+static void
+ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	text	   *identity;
+	text	   *raw_identity;
+	text	   *title;
+	MemoryContext cxt = g->cxt;
+
+	memset(g, 0, sizeof(*g));
+	g->cxt = cxt;
+	g->recno = rec->recno;
+	g->session_id = RecordId(rec, "session_id", true);
+	g->session_name = text_to_cstring(g->session_id);
+	rec->group_id = g->session_name;
+	CheckFirstInBatch(opts, rec, "session", g->session_id);
+	SessionRecordFields(rec, g, &identity, &title);
 
 	raw_identity = identity;
 	identity = MappedIdentity(opts, identity);
@@ -288,40 +344,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 			   false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
 	{
-		text	   *existing;
-		Datum		d;
-
-		SpiRunSessionPlan(&session_existing_plan, SESSION_EXISTING_SQL, opts->tenant,
-						  g->session_id, false, 0, SPI_OK_SELECT);
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		existing = isnull ? NULL : DatumGetTextPCopy(d);
-		g->stored_last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-															 SPI_tuptable->tupdesc, 2, &isnull));
-
-		/*
-		 * A session erase_identity erased here takes nothing of a file
-		 * that names another identity (the one erased, in clear without a
-		 * key): refused before the link below would audit that identity.
-		 */
-		if (existing != NULL && IsErasedIdentity(existing) && !TextEqual(existing, identity))
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("session \"%s\" was erased", g->session_name),
-					errdetail("erase_identity took the identity of this session here; an import does not bring it back."));
-		/* the refusal of link_session, audited the same way */
-		if (existing != NULL && identity != NULL)
-			SessionLinkLocked(opts->tenant, g->session_id, existing, identity, false);
-		if (opts->error_on_conflict)
-			ereport(ERROR,
-					errcode(ERRCODE_UNIQUE_VIOLATION),
-					errmsg("session \"%s\" exists already", g->session_name),
-					errhint("convctx import --on-conflict=skip leaves existing sessions alone and counts them."));
-		/* linked where the file comes from: linked here too, as link_session links */
-		if (existing == NULL && identity != NULL)
-			SessionLinkLocked(opts->tenant, g->session_id, NULL, identity, true);
-		g->stored_identity = existing ? existing : identity;
-		g->existing = true;
-		CountSkipped(counts, REC_SESSION, SKIP_THERE);
+		SessionExisting(opts, g, identity, counts);
 		return;
 	}
 	counts->imported[REC_SESSION]++;

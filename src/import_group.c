@@ -60,45 +60,38 @@ static SPIPlanPtr link_insert_plan, session_finish_plan;
 	"       summary_through_turn_no = $6, redactions = $7," SESSION_BROWSER_SET \
 	" WHERE " SESSION_KEY_AT("s")
 
-/*
- * The group that ends here: check it whole against the rules of the API
- * and what its session record states, then write it, children after the
- * session row in the lock order (turns, link, retrievals, clarifications,
- * summary, context), and the derived values into the session row.
- */
-void
-FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+/* What a group's turns make: its counts and newest turn (GroupTotals). */
+typedef struct GroupTotals
 {
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	int64		live_turns = 0,
-				live_answers = 0,
-				max_turn_no = 0,
-				max_redaction = 0,
-				covered = 0;
-	TimestampTz newest_turn = DT_NOBEGIN;
+	int64		live_turns;
+	int64		live_answers;
+	int64		max_turn_no;
+	int64		max_redaction;
+	int64		covered;		/* messages its summary covers */
+	TimestampTz newest_turn;
+} GroupTotals;
+
+/* Count the group's turns; a summary written before a redaction it covers is 22P04. */
+static void
+GroupCount(ImportRecord *rec, SessionGroup *g, GroupTotals *tot)
+{
 	int			i;
 
-	if (!g->open)
-		return;
-	g->open = false;
-
-	rec->group_id = g->session_name;
-	CheckTurnChains(rec, g);
+	memset(tot, 0, sizeof(*tot));
+	tot->newest_turn = DT_NOBEGIN;
 	for (i = 0; i < g->nturns; i++)
 	{
 		TurnRow    *t = &g->turns[i];
 		bool		live = !t->tombstone && t->replaced_by == NULL;
 
-		max_turn_no = Max(max_turn_no, t->turn_no);
-		newest_turn = Max(newest_turn, t->created_at);
+		tot->max_turn_no = Max(tot->max_turn_no, t->turn_no);
+		tot->newest_turn = Max(tot->newest_turn, t->created_at);
 		if (t->has_redaction)
-			max_redaction = Max(max_redaction, t->redaction);
-		live_turns += live;
-		live_answers += live && t->finalized;
+			tot->max_redaction = Max(tot->max_redaction, t->redaction);
+		tot->live_turns += live;
+		tot->live_answers += live && t->finalized;
 		if (g->summary_recno && live && t->turn_no <= g->summary_through)
-			covered += 1 + t->finalized;
+			tot->covered += 1 + t->finalized;
 		/*
 		 * Redacting a turn drops the summary that covers it: a summary
 		 * covering a tombstone was written after the redaction.
@@ -110,8 +103,17 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 								 g->session_name, t->turn_no),
 						"Redacting a turn drops the summary that covers it.");
 	}
+}
 
-	/* what the session record states */
+/*
+ * What the session record states against what its records make, and every
+ * retrieval and clarification belonging to a live turn of the group.
+ */
+static void
+GroupCheckStated(ImportRecord *rec, SessionGroup *g, GroupTotals *tot)
+{
+	int			i;
+
 #define CHECK_STATED(has, stated, actual, name) \
 	if ((has) && (stated) != (actual)) \
 		ReportGroup(rec, g->recno, REC_SESSION, \
@@ -120,7 +122,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 					"convctx derives this count from the session's turns; the file was changed or is incomplete.")
 
 	/* starting a turn is activity: it is never older than a turn */
-	if (g->last_activity_at < newest_turn)
+	if (g->last_activity_at < tot->newest_turn)
 	{
 		char	   *stated = pstrdup(timestamptz_to_str(g->last_activity_at));
 
@@ -131,37 +133,37 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 				errmsg("last_activity_at of session \"%s\" is before its newest turn was created",
 					   g->session_name),
 				errdetail("last_activity_at is %s; a turn was created at %s.",
-						  stated, timestamptz_to_str(newest_turn)),
+						  stated, timestamptz_to_str(tot->newest_turn)),
 				errhint("Starting a turn is activity of its session: last_activity_at is at least the created_at of every turn."));
 	}
-	CHECK_STATED(g->has_live_turns, g->live_turns, live_turns, "live_turns");
-	CHECK_STATED(g->has_live_answers, g->live_answers, live_answers, "live_answers");
-	if (g->summary_recno && g->summary_covered >= 0 && g->summary_covered != covered)
+	CHECK_STATED(g->has_live_turns, g->live_turns, tot->live_turns, "live_turns");
+	CHECK_STATED(g->has_live_answers, g->live_answers, tot->live_answers, "live_answers");
+	if (g->summary_recno && g->summary_covered >= 0 && g->summary_covered != tot->covered)
 		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
 					psprintf("the summary of session \"%s\" states covered_messages " INT64_FORMAT
 							 ", but its turns make " INT64_FORMAT,
-							 g->session_name, g->summary_covered, covered), NULL);
+							 g->session_name, g->summary_covered, tot->covered), NULL);
 	if (g->has_summary_through &&
 		(g->summary_through_null ? g->summary_recno != 0
 		 : (g->summary_recno == 0 || g->summary_through_stated != g->summary_through)))
 		ReportGroup(rec, g->recno, REC_SESSION,
 					psprintf("summary_through_turn_no of session \"%s\" does not match its summary record",
 							 g->session_name), NULL);
-	if (g->has_last_turn_no && g->last_turn_no < max_turn_no)
+	if (g->has_last_turn_no && g->last_turn_no < tot->max_turn_no)
 		ReportGroup(rec, g->recno, REC_SESSION,
 					psprintf("session \"%s\" states last_turn_no " INT64_FORMAT ", but it has turn " INT64_FORMAT,
-							 g->session_name, g->last_turn_no, max_turn_no), NULL);
+							 g->session_name, g->last_turn_no, tot->max_turn_no), NULL);
 	/* an anonymous session's cap counts back from last_turn_no */
-	if (g->identity == NULL && g->has_last_turn_no && g->nturns > 0 && g->last_turn_no != max_turn_no)
+	if (g->identity == NULL && g->has_last_turn_no && g->nturns > 0 && g->last_turn_no != tot->max_turn_no)
 		ReportGroup(rec, g->recno, REC_SESSION,
 					psprintf("anonymous session \"%s\" states last_turn_no " INT64_FORMAT ", but its newest turn is " INT64_FORMAT,
-							 g->session_name, g->last_turn_no, max_turn_no),
+							 g->session_name, g->last_turn_no, tot->max_turn_no),
 					"The anonymous cap keeps the turns of the newest numbers: a gap would drop them all.");
-	if (g->has_redactions && g->redactions < max_redaction)
+	if (g->has_redactions && g->redactions < tot->max_redaction)
 		ReportGroup(rec, g->recno, REC_SESSION,
 					psprintf("session \"%s\" states redactions " INT64_FORMAT ", but a tombstone of redaction " INT64_FORMAT,
-							 g->session_name, g->redactions, max_redaction), NULL);
-	if (g->summary_recno && g->summary_through > (g->has_last_turn_no ? g->last_turn_no : max_turn_no))
+							 g->session_name, g->redactions, tot->max_redaction), NULL);
+	if (g->summary_recno && g->summary_through > (g->has_last_turn_no ? g->last_turn_no : tot->max_turn_no))
 		ReportGroup(rec, g->summary_recno, REC_SUMMARY,
 					psprintf("the summary of session \"%s\" covers turns up to " INT64_FORMAT ", past its newest turn",
 							 g->session_name, g->summary_through), NULL);
@@ -176,20 +178,15 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 								 t == NULL ? "no turn of the session" : "a redacted turn"),
 						t == NULL ? NULL : "Redacting a turn drops its retrievals and clarifications.");
 	}
+}
 
-	if (g->existing)
-	{
-		MergeGroup(opts, rec, g, counts, max_turn_no, max_redaction);
-		return;
-	}
-
-	/*
-	 * An anonymous session that the next purge would delete, or that is
-	 * over the cap, would not survive: refuse it unless asked.
-	 */
-	rec->recno = g->recno;
-	rec->type = REC_SESSION;
-	rec->group_id = g->session_name;
+/*
+ * An anonymous session that the next purge would delete, or that is over
+ * the cap, would not survive: refused unless asked.
+ */
+static void
+GroupCheckSurvives(ImportOptions *opts, SessionGroup *g, GroupTotals *tot)
+{
 	if (g->identity == NULL && !opts->allow_anonymous)
 	{
 		if (convctx_session_ttl > 0 &&
@@ -200,14 +197,29 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 					errdetail("Its last activity, %s, is older than convctx.session_ttl (%d s); anonymous sessions expire.",
 							  timestamptz_to_str(g->last_activity_at), convctx_session_ttl),
 					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
-		if (live_turns > convctx_max_session_turns)
+		if (tot->live_turns > convctx_max_session_turns)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("anonymous session \"%s\" has more turns than convctx.max_session_turns", g->session_name),
 					errdetail("It has " INT64_FORMAT " live turns; an anonymous session keeps at most %d, and its next turn would drop the oldest.",
-							  live_turns, convctx_max_session_turns),
+							  tot->live_turns, convctx_max_session_turns),
 					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
 	}
+}
+
+/*
+ * Write a new session's group: children after the session row in the lock
+ * order (turns, link, retrievals, clarifications, summary, context), then
+ * the derived values into the session row.
+ */
+static void
+GroupWriteNew(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
+			  GroupTotals *tot)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int			i;
 
 	/* write: turns, link, retrievals and clarifications, summary, context */
 	WriteTurns(opts, g, g->turns, g->nturns);
@@ -236,7 +248,7 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 	{
 		Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
 		Datum		sum_values[6] = {values[0], values[1], PointerGetDatum(g->summary),
-			Int64GetDatum(g->summary_through), Int64GetDatum(covered),
+			Int64GetDatum(g->summary_through), Int64GetDatum(tot->covered),
 		TimestampTzGetDatum(g->summary_updated_at)};
 
 		rec->recno = g->summary_recno;
@@ -249,12 +261,42 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 
 	rec->recno = g->recno;
 	rec->type = REC_SESSION;
-	values[2] = Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no);
-	values[3] = Int64GetDatum(live_turns);
-	values[4] = Int64GetDatum(live_answers);
+	values[2] = Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : tot->max_turn_no);
+	values[3] = Int64GetDatum(tot->live_turns);
+	values[4] = Int64GetDatum(tot->live_answers);
 	values[5] = Int64GetDatum(g->summary_through);
 	nulls[5] = g->summary_recno ? ' ' : 'n';
-	values[6] = Int64GetDatum(g->has_redactions ? g->redactions : max_redaction);
+	values[6] = Int64GetDatum(g->has_redactions ? g->redactions : tot->max_redaction);
 	SpiRunPlan(SpiKeptPlan(&session_finish_plan, SESSION_FINISH_SQL, 7, argtypes), values, nulls,
 			   false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * The group that ends here: check it whole against the rules of the API
+ * and what its session record states, then write it as a new session or
+ * merge it into the one that exists.
+ */
+void
+FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	GroupTotals tot;
+
+	if (!g->open)
+		return;
+	g->open = false;
+
+	rec->group_id = g->session_name;
+	CheckTurnChains(rec, g);
+	GroupCount(rec, g, &tot);
+	GroupCheckStated(rec, g, &tot);
+	if (g->existing)
+	{
+		MergeGroup(opts, rec, g, counts, tot.max_turn_no, tot.max_redaction);
+		return;
+	}
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	rec->group_id = g->session_name;
+	GroupCheckSurvives(opts, g, &tot);
+	GroupWriteNew(opts, rec, g, counts, &tot);
 }

@@ -300,46 +300,19 @@ UpdateTurn(ImportOptions *opts, SessionGroup *g, TurnRow *f)
 }
 
 /*
- * A group whose session exists: add what the file has and this database
- * lacks (turns after its newest, versions, answers, retrievals,
- * clarifications, a newer summary, a context), leave alone what both have
- * or what changed here since (counted as skipped, with the reason), and
- * refuse a conflict: the same turn with other content, or a turn here
- * that the file does not have between turns it has. The session row was
- * locked when its record was read, as every writer locks it; its derived
- * values are counted again from its rows when anything was written.
+ * A turn stored here between turns of the file that the file lacks: the
+ * conversation diverged (23505).
  */
-void
-MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
-		   int64 max_turn_no, int64 max_redaction)
+static void
+MergeCheckDiverged(ImportRecord *rec, SessionGroup *g, TurnRow *db, int ndb,
+				   int64 min_turn_no, int64 max_turn_no)
 {
-	int			ndb;
-	TurnRow    *db = StoredTurns(opts, g, &ndb);
-	TurnRow   **by_id = palloc(sizeof(TurnRow *) * Max(ndb, 1));
 	TurnRow    *in_file = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
-	int		   *action = palloc(sizeof(int) * Max(g->nturns, 1));
-	TurnRow    *ins = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
-	int			nins = 0;
-	bool		wrote = false;
-	int64		min_turn_no = PG_INT64_MAX;
-	Datum		key[3] = {PointerGetDatum(opts->tenant), PointerGetDatum(g->session_id), 0};
-	int			i,
-				j;
+	int			j;
 
-	for (j = 0; j < ndb; j++)
-		by_id[j] = &db[j];
-	qsort(by_id, ndb, sizeof(TurnRow *), TurnRowById);
-	for (i = 0; i < g->nturns; i++)
-	{
-		action[i] = MergeTurnAction(rec, g, &g->turns[i], db, ndb, by_id);
-		wrote |= action[i] < 0;
-		min_turn_no = Min(min_turn_no, g->turns[i].turn_no);
-	}
-
-	/* a turn here between turns of the file that the file lacks: diverged */
 	memcpy(in_file, g->turns, sizeof(TurnRow) * g->nturns);
 	qsort(in_file, g->nturns, sizeof(TurnRow), TurnRowByNumber);
-	for (j = 0; wrote && j < ndb; j++)
+	for (j = 0; j < ndb; j++)
 	{
 		int			k;
 
@@ -357,8 +330,17 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 					errhint("The conversation went on differently here and where the file was exported: import it under another session id, or delete it here first."));
 		}
 	}
+}
 
-	/* turns: the stored rows first (a successor named), then the new ones */
+/* The turns: the stored rows first (a successor named), then the new ones. */
+static void
+MergeTurns(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
+		   const int *action)
+{
+	TurnRow    *ins = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
+	int			nins = 0;
+	int			i;
+
 	for (i = 0; i < g->nturns; i++)
 	{
 		TurnRow    *f = &g->turns[i];
@@ -380,8 +362,19 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	}
 	rec->recno = g->recno;
 	WriteTurns(opts, g, ins, nins);
+}
 
-	/* retrievals and clarifications: of a turn kept here, newer than the stored one */
+/*
+ * Retrievals and clarifications: of a turn kept here, newer than the
+ * stored one. Returns whether any was written.
+ */
+static bool
+MergeTurnData(ImportRecord *rec, SessionGroup *g, ImportCounts *counts, const int *action,
+			  Datum *key)
+{
+	bool		wrote = false;
+	int			i;
+
 	for (i = 0; i < g->ndata; i++)
 	{
 		TurnDataRow *d = &g->data[i];
@@ -425,74 +418,128 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 		counts->imported[d->type]++;
 		wrote = true;
 	}
+	return wrote;
+}
 
-	/* the summary: the file's when newer, unless it covers a turn redacted here since */
-	if (g->summary_recno)
+/*
+ * The summary: the file's when newer, unless it covers a turn redacted here
+ * since. Returns whether it was written.
+ */
+static bool
+MergeSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
+			 TurnRow *db, int ndb, Datum *key)
+{
+	int			why = TURN_INSERT;
+	int			j;
+
+	if (!g->summary_recno)
+		return false;
+	rec->recno = g->summary_recno;
+	rec->type = REC_SUMMARY;
+	for (j = 0; j < ndb; j++)
+		if (db[j].tombstone && db[j].turn_no <= g->summary_through &&
+			db[j].deleted_at > g->summary_updated_at)
+			why = SKIP_REDACTED;
+	if (why == TURN_INSERT)
 	{
-		int			why = TURN_INSERT;
-
-		rec->recno = g->summary_recno;
-		rec->type = REC_SUMMARY;
-		for (j = 0; j < ndb; j++)
-			if (db[j].tombstone && db[j].turn_no <= g->summary_through &&
-				db[j].deleted_at > g->summary_updated_at)
-				why = SKIP_REDACTED;
-		if (why == TURN_INSERT)
+		SpiRunSessionPlan(&stored_summary_plan, STORED_SUMMARY_SQL, opts->tenant, g->session_id,
+						  false, 1, SPI_OK_SELECT);
+		if (SPI_processed > 0)
 		{
-			SpiRunSessionPlan(&stored_summary_plan, STORED_SUMMARY_SQL, opts->tenant, g->session_id,
-							  false, 1, SPI_OK_SELECT);
-			if (SPI_processed > 0)
-			{
-				HeapTuple	tup = SPI_tuptable->vals[0];
-				TupleDesc	desc = SPI_tuptable->tupdesc;
-				bool		isnull;
-				TimestampTz stored_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
+			HeapTuple	tup = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		isnull;
+			TimestampTz stored_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
 
-				if (stored_at == g->summary_updated_at &&
-					DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)) == g->summary_through &&
-					TextEqual(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)), g->summary))
-					why = SKIP_THERE;
-				else if (stored_at >= g->summary_updated_at)
-					why = SKIP_CHANGED;
-			}
-		}
-		if (why >= 0)
-			CountSkipped(counts, REC_SUMMARY, (SkipReason) why);
-		else
-		{
-			Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
-			Datum		sum_values[6] = {key[0], key[1], PointerGetDatum(g->summary),
-				Int64GetDatum(g->summary_through), Int64GetDatum(0),
-			TimestampTzGetDatum(g->summary_updated_at)};
-
-			SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 6, sum_types),
-					   sum_values, NULL, false, 0, SPI_OK_INSERT);
-			counts->imported[REC_SUMMARY]++;
-			wrote = true;
+			if (stored_at == g->summary_updated_at &&
+				DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull)) == g->summary_through &&
+				TextEqual(DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull)), g->summary))
+				why = SKIP_THERE;
+			else if (stored_at >= g->summary_updated_at)
+				why = SKIP_CHANGED;
 		}
 	}
-	WriteGroupContext(opts, rec, g, counts);
+	if (why >= 0)
+		CountSkipped(counts, REC_SUMMARY, (SkipReason) why);
+	else
+	{
+		Oid			sum_types[6] = {TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
+		Datum		sum_values[6] = {key[0], key[1], PointerGetDatum(g->summary),
+			Int64GetDatum(g->summary_through), Int64GetDatum(0),
+		TimestampTzGetDatum(g->summary_updated_at)};
 
+		SpiRunPlan(SpiKeptPlan(&summary_insert_plan, SUMMARY_INSERT_SQL, 6, sum_types),
+				   sum_values, NULL, false, 0, SPI_OK_INSERT);
+		counts->imported[REC_SUMMARY]++;
+	}
+	return why < 0;
+}
+
+/* The derived values of the session row counted again from its rows. */
+static void
+MergeSessionRow(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Datum *key,
+				int64 max_turn_no, int64 max_redaction)
+{
+	Oid			merge_types[5] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID};
+	Datum		merge_values[5] = {key[0], key[1],
+		Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no),
+		TimestampTzGetDatum(g->last_activity_at),
+	Int64GetDatum(g->has_redactions ? g->redactions : max_redaction)};
+
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 5, merge_types),
+			   merge_values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	if (g->stored_identity == NULL && !opts->allow_anonymous &&
+		SpiFirstInt8() > convctx_max_session_turns)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("anonymous session \"%s\" would have more turns than convctx.max_session_turns",
+					   g->session_name),
+				errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
+	SpiRunSessionPlan(&summary_covered_plan, SUMMARY_COVERED_SQL, opts->tenant, g->session_id,
+					  false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * A group whose session exists: add what the file has and this database
+ * lacks (turns after its newest, versions, answers, retrievals,
+ * clarifications, a newer summary, a context), leave alone what both have
+ * or what changed here since (counted as skipped, with the reason), and
+ * refuse a conflict: the same turn with other content, or a turn here
+ * that the file does not have between turns it has. The session row was
+ * locked when its record was read, as every writer locks it; its derived
+ * values are counted again from its rows when anything was written.
+ */
+void
+MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
+		   int64 max_turn_no, int64 max_redaction)
+{
+	int			ndb;
+	TurnRow    *db = StoredTurns(opts, g, &ndb);
+	TurnRow   **by_id = palloc(sizeof(TurnRow *) * Max(ndb, 1));
+	int		   *action = palloc(sizeof(int) * Max(g->nturns, 1));
+	bool		wrote = false;
+	int64		min_turn_no = PG_INT64_MAX;
+	Datum		key[3] = {PointerGetDatum(opts->tenant), PointerGetDatum(g->session_id), 0};
+	int			i,
+				j;
+
+	for (j = 0; j < ndb; j++)
+		by_id[j] = &db[j];
+	qsort(by_id, ndb, sizeof(TurnRow *), TurnRowById);
+	for (i = 0; i < g->nturns; i++)
+	{
+		action[i] = MergeTurnAction(rec, g, &g->turns[i], db, ndb, by_id);
+		wrote |= action[i] < 0;
+		min_turn_no = Min(min_turn_no, g->turns[i].turn_no);
+	}
 	if (wrote)
-	{
-		Oid			merge_types[5] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID};
-		Datum		merge_values[5] = {key[0], key[1],
-			Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no),
-			TimestampTzGetDatum(g->last_activity_at),
-		Int64GetDatum(g->has_redactions ? g->redactions : max_redaction)};
-
-		rec->recno = g->recno;
-		rec->type = REC_SESSION;
-		SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 5, merge_types),
-				   merge_values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
-		if (g->stored_identity == NULL && !opts->allow_anonymous &&
-			SpiFirstInt8() > convctx_max_session_turns)
-			ereport(ERROR,
-					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					errmsg("anonymous session \"%s\" would have more turns than convctx.max_session_turns",
-						   g->session_name),
-					errhint("Give it an identity (convctx import --as-identity or --identity-map), or import it as it is with --allow-anonymous."));
-		SpiRunSessionPlan(&summary_covered_plan, SUMMARY_COVERED_SQL, opts->tenant, g->session_id,
-						  false, 0, SPI_OK_UPDATE);
-	}
+		MergeCheckDiverged(rec, g, db, ndb, min_turn_no, max_turn_no);
+	MergeTurns(opts, rec, g, counts, action);
+	wrote |= MergeTurnData(rec, g, counts, action, key);
+	wrote |= MergeSummary(opts, rec, g, counts, db, ndb, key);
+	WriteGroupContext(opts, rec, g, counts);
+	if (wrote)
+		MergeSessionRow(opts, rec, g, key, max_turn_no, max_redaction);
 }
