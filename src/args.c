@@ -24,6 +24,7 @@
 #include "settings.h"
 
 
+
 /* 22004 when argument argno, named what in the message, is NULL. */
 void
 ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what)

@@ -21,9 +21,9 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "commands/dbcommands.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
@@ -32,6 +32,7 @@
 #include "spi_util.h"
 #include "variant.h"
 #include "worker.h"
+
 
 #define AUDIT_INSERT_SQL \
 	"INSERT INTO convctx.audit_log" \

@@ -33,9 +33,9 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -47,9 +47,11 @@
 #include "args.h"
 #include "browser.h"
 #include "browser_pages.h"
+#include "erasure.h"
 #include "recent_turns.h"
 #include "spi_util.h"
 #include "tenancy.h"
+
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr list_plan, title_plan, title_exists_plan, turn_range_plan,

@@ -52,6 +52,7 @@
 #include "turn_rels.h"
 #include "variant.h"
 
+
 /*
  * The rows of a page (read newest first when !forward) into result, oldest
  * first, in conversation_turns' columns.

@@ -69,8 +69,10 @@
 
 #include "convctx.h"
 #include "citus.h"
+#include "purge.h"
 #include "tenancy.h"
 #include "variant.h"
+
 
 /* Whether convctx.turn is a Citus table in this database: -1 not known. */
 static int	distributed = -1;
@@ -102,6 +104,7 @@ static const ConvctxVariant citus_variant = {
 	.reference_rows = CitusReferenceShard,
 	.forwarded_call = CitusInternalBackend,
 	.refuse = CitusRefuse,
+	.purge_once = PurgeOnceDistributed,
 };
 
 /* The chooser (VariantRegister): Citus's table once distribute() ran. */

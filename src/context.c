@@ -27,8 +27,8 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 
 #include "convctx.h"
 #include "context.h"
@@ -36,6 +36,7 @@
 #include "jsonb_util.h"
 #include "prompt_text.h"
 #include "settings.h"
+
 
 /* The ids of a context's activeNodeIds, in stored order. */
 typedef struct NodeIdList

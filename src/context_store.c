@@ -20,7 +20,7 @@
  * A conversation that only ever stores a context therefore has a session
  * row without turns: purge deletes that row convctx.session_ttl after its
  * last activity but leaves the context to convctx.context_ttl
- * (EMPTIED_SESSIONS_SQL in lifecycle.c); the next write creates the row
+ * (EMPTIED_SESSIONS_SQL in purge.c); the next write creates the row
  * again.
  *
  * Limits (54000, nothing written): a node id has at most
@@ -36,11 +36,11 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "access/detoast.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
@@ -53,6 +53,7 @@
 #include "spi_util.h"
 #include "tenancy.h"
 #include "variant.h"
+
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr context_load_plan, context_load_locked_plan, context_save_plan,

@@ -25,11 +25,6 @@
 /* SQLSTATE of a refused link of a session to a second identity. */
 #define ERRCODE_CONVCTX_SESSION_LINKED MAKE_SQLSTATE('C','V','0','0','1')
 
-/* What an erased identity becomes (lifecycle.c) */
-extern text *ErasedIdentity(text *tenant, text *identity_id);
-extern text *LegacyErasedIdentity(text *identity_id);
-extern bool IsErasedIdentity(text *identity);
-
 /*
  * SQL fragments used by statements in several files (a fragment used by
  * one file is defined there).

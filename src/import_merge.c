@@ -24,21 +24,21 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
-#include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
+#include "convctx.h"
 #include "args.h"
 #include "audit.h"
 #include "browser.h"
 #include "context.h"
-#include "convctx.h"
 #include "import.h"
 #include "jsonb_util.h"
 #include "metadata.h"
@@ -50,6 +50,7 @@
 #include "tenancy.h"
 #include "turns.h"
 #include "variant.h"
+
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr stored_turns_plan, turn_update_plan, stored_retrieval_plan,

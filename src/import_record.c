@@ -23,21 +23,21 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
-#include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
+#include "convctx.h"
 #include "args.h"
 #include "audit.h"
 #include "browser.h"
 #include "context.h"
-#include "convctx.h"
 #include "import.h"
 #include "jsonb_util.h"
 #include "metadata.h"
@@ -49,6 +49,7 @@
 #include "tenancy.h"
 #include "turns.h"
 #include "variant.h"
+
 
 /* kept plans shared by the import files (import.h) */
 SPIPlanPtr	summary_insert_plan;

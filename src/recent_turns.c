@@ -77,10 +77,11 @@
 #include "args.h"
 #include "jsonb_util.h"
 #include "recent_turns.h"
-#include "turn_rels.h"
 #include "spi_util.h"
 #include "tenancy.h"
+#include "turn_rels.h"
 #include "variant.h"
+
 
 static SPIPlanPtr recent_plan = NULL;
 

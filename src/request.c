@@ -35,6 +35,7 @@
 #include "tenancy.h"
 #include "turns.h"
 
+
 /* The columns begin_turn returns, in order. */
 enum
 {

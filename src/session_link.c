@@ -35,6 +35,7 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
+
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
 

@@ -16,16 +16,16 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
+#include <limits.h>
 
 #include "convctx.h"
 #include "settings.h"
+
 
 char	   *convctx_tenant = NULL;
 int			convctx_tenant_scope = TENANT_SCOPE_SESSION;

@@ -42,6 +42,7 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "optimizer/planner.h"
@@ -51,7 +52,6 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "miscadmin.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -60,6 +60,7 @@
 #include "convctx.h"
 #include "spi_util.h"
 #include "variant.h"
+
 
 static bool catalog_checked = false;
 static void CatalogCheck(void);
@@ -340,7 +341,7 @@ PlanQueryString(SPIPlanPtr plan)
  * committed data instead of the transaction's snapshot, which a repeatable
  * read or serializable transaction keeps from its first statement. purge
  * sets it around its passes at those levels (PurgeAtSnapshotLevel in
- * lifecycle.c), so that what a pass locks and deletes is the newest version
+ * purge.c), so that what a pass locks and deletes is the newest version
  * of each row, as under read committed: a row changed since the snapshot
  * is then judged by its new version instead of failing the pass with
  * 40001. The command counter advances before each statement, so the

@@ -78,6 +78,7 @@
 #include "tenancy.h"
 #include "variant.h"
 
+
 #define ROLE_TENANT_TABLE "role_tenant"
 
 #define BIND_SQL \

@@ -54,6 +54,7 @@
 #include "turn_rels.h"
 #include "variant.h"
 
+
 static const struct
 {
 	const char *name;
