@@ -166,17 +166,30 @@ ReportWrongType(ImportRecord *rec, const char *key, const char *expected, JsonbV
 			errhint("The records of a convctx.jsonl file are described in docs/import-export.md."));
 }
 
+/*
+ * The value of key when it is of JSON type type (NULL when absent or
+ * null); 22P04 naming expected when it is of another.
+ */
+static JsonbValue *
+RecordTyped(ImportRecord *rec, const char *key, bool required, enum jbvType type,
+			const char *expected, JsonbValue *buf)
+{
+	JsonbValue *v = RecordField(rec, key, required, buf);
+
+	if (v != NULL && v->type != type)
+		ReportWrongType(rec, key, expected, v);
+	return v;
+}
+
 /* A string value as text (NULL when absent or null). */
 text *
 RecordText(ImportRecord *rec, const char *key, bool required)
 {
 	JsonbValue	buf;
-	JsonbValue *v = RecordField(rec, key, required, &buf);
+	JsonbValue *v = RecordTyped(rec, key, required, jbvString, "a string", &buf);
 
 	if (v == NULL)
 		return NULL;
-	if (v->type != jbvString)
-		ReportWrongType(rec, key, "a string", v);
 	return cstring_to_text_with_len(v->val.string.val, v->val.string.len);
 }
 
@@ -217,14 +230,12 @@ int64
 RecordNumber(ImportRecord *rec, const char *key, bool required, int64 min, bool *isnull)
 {
 	JsonbValue	buf;
-	JsonbValue *v = RecordField(rec, key, required, &buf);
+	JsonbValue *v = RecordTyped(rec, key, required, jbvNumeric, "an integer", &buf);
 	Datum		n;
 
 	*isnull = (v == NULL);
 	if (v == NULL)
 		return 0;
-	if (v->type != jbvNumeric)
-		ReportWrongType(rec, key, "an integer", v);
 	n = NumericGetDatum(v->val.numeric);
 	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, n, DirectFunctionCall1(numeric_floor, n))) != 0 ||
 		DatumGetInt32(DirectFunctionCall2(numeric_cmp, n,
@@ -283,15 +294,13 @@ TimestampTz
 RecordTimestamp(ImportRecord *rec, const char *key, bool required, bool *isnull)
 {
 	JsonbValue	buf;
-	JsonbValue *v = RecordField(rec, key, required, &buf);
+	JsonbValue *v = RecordTyped(rec, key, required, jbvString, "a timestamp string", &buf);
 	TimestampTz ts;
 	char	   *str;
 
 	*isnull = (v == NULL);
 	if (v == NULL)
 		return 0;
-	if (v->type != jbvString)
-		ReportWrongType(rec, key, "a timestamp string", v);
 	str = pnstrdup(v->val.string.val, v->val.string.len);
 	CheckNoTimeWord(rec, key, str);
 	ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(str),
@@ -311,12 +320,10 @@ pg_uuid_t *
 RecordUuid(ImportRecord *rec, const char *key, bool required)
 {
 	JsonbValue	buf;
-	JsonbValue *v = RecordField(rec, key, required, &buf);
+	JsonbValue *v = RecordTyped(rec, key, required, jbvString, "a uuid string", &buf);
 
 	if (v == NULL)
 		return NULL;
-	if (v->type != jbvString)
-		ReportWrongType(rec, key, "a uuid string", v);
 	return DatumGetUUIDP(DirectFunctionCall1(uuid_in,
 											 CStringGetDatum(pnstrdup(v->val.string.val,
 																	  v->val.string.len))));
@@ -326,13 +333,11 @@ bool
 RecordBool(ImportRecord *rec, const char *key, bool *isnull)
 {
 	JsonbValue	buf;
-	JsonbValue *v = RecordField(rec, key, false, &buf);
+	JsonbValue *v = RecordTyped(rec, key, false, jbvBool, "a boolean", &buf);
 
 	*isnull = (v == NULL);
 	if (v == NULL)
 		return false;
-	if (v->type != jbvBool)
-		ReportWrongType(rec, key, "a boolean", v);
 	return v->val.boolean;
 }
 
