@@ -215,6 +215,9 @@ run_suite() {
     [ "$rc" -ne 0 ] && status=1
     return 0
 }
+# From the top of the tree, as make installcheck runs them: tests include
+# files by paths relative to it (\i test/helpers.sql).
+cd "$SRC"
 CONN_OPTS=(--use-existing --host=127.0.0.1 --port="${PORTS[0]}" --user="$TEST_USER" --bindir="$PGBIN")
 T_TESTS=$SECONDS
 if [ ${#tests[@]} -gt 0 ]; then

@@ -3,20 +3,7 @@
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
          convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
-END $$;
+\i test/helpers.sql
 -- every row of every convctx table (as superuser) that holds a string, as JSON
 CREATE FUNCTION pg_temp.rows_holding(needle text) RETURNS TABLE (tbl text, hits bigint) LANGUAGE plpgsql AS $$
 DECLARE

@@ -14,20 +14,7 @@ SELECT tenant_id, session_id, turn_no, request_id, identity_id, record_version,
        question_neutral, answer_neutral, question_translated, answer_translated,
        answer_translated_is_fallback, metadata
 FROM convctx.turn;
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
-END $$;
+\i test/helpers.sql
 
 -- a session with three finalized turns, the second one corrected twice
 INSERT INTO ids SELECT 'a1', convctx.start_turn('sa', 'r1', 'Q1 private', question_translated => 'P1 prywatne',

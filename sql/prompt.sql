@@ -3,20 +3,7 @@
 TRUNCATE convctx.turn, convctx.session, convctx.session_link, convctx.conversation_context, convctx.audit_log,
          convctx.session_summary, convctx.turn_retrieval, convctx.clarification;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
-END $$;
+\i test/helpers.sql
 -- conversation_state without its clock values
 CREATE FUNCTION pg_temp.state(s text, w integer DEFAULT 10) RETURNS jsonb LANGUAGE sql AS $$
     SELECT st || jsonb_build_object('recent_messages',

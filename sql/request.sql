@@ -11,21 +11,7 @@ CREATE ROLE req_service IN ROLE convctx_app;
 CREATE ROLE req_acme IN ROLE convctx_app;
 SELECT convctx.bind_role_all_tenants('req_service'), convctx.bind_role_tenant('req_acme', 'acme');
 
--- SQLSTATE, message, detail and hint of a statement (turn ids masked), or 'ok'
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
-END $$;
+\i test/helpers.sql
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
 
 ------------------------------------------------------------------------------

@@ -19,23 +19,7 @@ RESET client_min_messages;
 
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
 GRANT SELECT, INSERT ON ids TO PUBLIC;
--- Run a statement that should fail; show its SQLSTATE, message, detail and hint
--- with turn ids masked (and on Citus the shard number of a table).
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g'),
-                          '(table "[a-z_]+)_[0-9]{6,}"', '\1"', 'g');
-END $$;
+\i test/helpers.sql
 -- Every row of every table that belongs to a tenant, as JSON (called as the superuser,
 -- who is not subject to row-level security): the ground truth the checks compare with.
 -- (PL/pgSQL, not SQL: Citus cannot plan a SQL function's parameters.)

@@ -13,20 +13,7 @@ CREATE ROLE scope_service IN ROLE convctx_app;
 CREATE ROLE scope_acme IN ROLE convctx_app;
 SELECT convctx.bind_role_all_tenants('scope_service'), convctx.bind_role_tenant('scope_acme', 'acme');
 
--- SQLSTATE, message, detail and hint of a statement, or 'ok'
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM
-           || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-           || coalesce(E'\n  HINT: ' || nullif(hint, ''), '');
-END $$;
+\i test/helpers.sql
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
 
 -- Only superusers change the scope, so an app cannot switch the guard off.

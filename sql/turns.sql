@@ -12,22 +12,7 @@ SELECT tenant_id, session_id, turn_no, request_id, identity_id, record_version,
        deleted_at IS NOT NULL AS redacted, pipeline_name, consultant, repository
 FROM convctx.turn;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
--- Run a statement that should fail; show its SQLSTATE, message, detail and hint
--- with turn ids masked.
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE stmt;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || coalesce(E'\n  DETAIL: ' || nullif(detail, ''), '')
-                          || coalesce(E'\n  HINT: ' || nullif(hint, ''), ''),
-                          '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<turn>', 'g');
-END $$;
+\i test/helpers.sql
 
 ------------------------------------------------------------------------------
 -- start_turn is idempotent on (session_id, request_id)
