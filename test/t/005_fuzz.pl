@@ -26,6 +26,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use File::Basename qw(dirname);
 use IPC::Run;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use ConvctxChecks;
 
 my $calls = $ENV{CONVCTX_FUZZ_CALLS};
 BAIL_OUT("CONVCTX_FUZZ_CALLS must be a positive integer, not '$calls'")
@@ -337,17 +340,7 @@ my %check = (
          WHERE s.last_turn_no < coalesce(t.last, 0)
             OR s.live_turns IS DISTINCT FROM coalesce(t.live, 0)
             OR s.live_answers IS DISTINCT FROM coalesce(t.answers, 0)},
-    'each session row holds the start of its first live question and whether it was linked later' => q{
-        SELECT count(*) FROM convctx.session s
-         WHERE s.first_question IS DISTINCT FROM
-                 (SELECT left(ltrim(q.question_neutral, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)), 320)
-                    FROM convctx.turn q
-                   WHERE q.tenant_id = s.tenant_id AND q.session_id = s.session_id
-                     AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL
-                   ORDER BY q.turn_no LIMIT 1)
-            OR s.linked_later IS DISTINCT FROM
-                 coalesce((SELECT l.linked_at > s.created_at FROM convctx.session_link l
-                            WHERE l.tenant_id = s.tenant_id AND l.session_id = s.session_id), false)},
+    'each session row holds the start of its first live question and whether it was linked later' => $FIRST_QUESTION_SQL,
     'summaries cover existing turn numbers and count their messages exactly' => q{
         SELECT count(*) FROM convctx.session_summary m
           JOIN convctx.session s USING (tenant_id, session_id)

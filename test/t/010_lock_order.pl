@@ -13,6 +13,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use ConvctxChecks;
 
 my $seconds = $ENV{CONVCTX_LOCK_SECONDS} // 15;
 BAIL_OUT("CONVCTX_LOCK_SECONDS must be a positive integer, not '$seconds'")
@@ -206,29 +209,7 @@ cmp_ok($q->(q{SELECT n_tup_ins FROM pg_stat_user_tables
     'requests recorded retrievals');
 
 # and the data kept its invariants
-is($q->(q{
-    SELECT count(*)
-      FROM convctx.session s
-      LEFT JOIN (SELECT tenant_id, session_id,
-                        count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
-                        count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
-                                           AND finalized_at IS NOT NULL) AS answers
-                   FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
-     WHERE s.live_turns IS DISTINCT FROM coalesce(t.live, 0)
-        OR s.live_answers IS DISTINCT FROM coalesce(t.answers, 0)}),
-    '0', 'session.live_turns and live_answers match the turns');
-is($q->(q{
-    SELECT count(*) FROM convctx.session s
-     WHERE s.first_question IS DISTINCT FROM
-             (SELECT left(ltrim(q.question_neutral, ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)), 320)
-                FROM convctx.turn q
-               WHERE q.tenant_id = s.tenant_id AND q.session_id = s.session_id
-                 AND q.deleted_at IS NULL AND q.replaced_by_turn_id IS NULL
-               ORDER BY q.turn_no LIMIT 1)
-        OR s.linked_later IS DISTINCT FROM
-             coalesce((SELECT l.linked_at > s.created_at FROM convctx.session_link l
-                        WHERE l.tenant_id = s.tenant_id AND l.session_id = s.session_id), false)}),
-    '0', 'session.first_question and linked_later match the turns and the link');
+check_session_columns($q);
 is($q->(q{
     SELECT count(*) FROM convctx.conversation_context c
      WHERE NOT EXISTS (SELECT FROM convctx.session s
