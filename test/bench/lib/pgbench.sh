@@ -2,7 +2,7 @@
 # throwaway cluster (PGHOST/PGPORT/PGUSER set, PG_CONFIG exported): pgbench
 # runs that refuse failures, their figures, the share of the machine that
 # other processes took meanwhile, and one-client runs pinned to one CPU.
-# The same helpers as test/bench/turns/run.sh, which keeps its own copy.
+# Sourced by test/bench/request/run.sh, turns/run.sh and peers/run.sh.
 
 PGBENCH="$("$PG_CONFIG" --bindir)/pgbench"
 CPUS=$(nproc)

@@ -15,7 +15,6 @@ TRIALS=${CONVCTX_BENCH_TRIALS:-20}
 PEERS=(${CONVCTX_BENCH_PEERS:-convctx floor langchain langchain_ix mastra langgraph})
 export PEERS_SHORT=${CONVCTX_BENCH_SHORT:-10} PEERS_SHORT_SESSIONS=${CONVCTX_BENCH_SHORT_SESSIONS:-200}
 export PEERS_LONG=${CONVCTX_BENCH_LONG:-1000} PEERS_LONG_SESSIONS=${CONVCTX_BENCH_LONG_SESSIONS:-100}
-CPUS=$(nproc)
 OUT=$(mktemp -d /tmp/convctx-bench-peers.XXXXXX)
 RESULTS="$OUT/results"
 started=$(date +%s)
@@ -45,46 +44,9 @@ echo "   node $(node --version); $(cd "$OUT/app" && node -e '
         .map((n) => n + " " + l["node_modules/" + n].version).join(", "))')"
 peers_js() { node "$OUT/app/peers.mjs" "$@"; }
 
-# CPU ticks of the whole machine, and of this cluster plus our children:
-# the difference over a run is someone else's load (as in turns/run.sh).
-POSTMASTER=$(head -1 "$(psql -X -At -c 'SHOW data_directory')/postmaster.pid")
-machine_ticks() { awk '/^cpu / { print $2 + $3 + $4, $9 }' /proc/stat; }
-our_ticks() {
-    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER" '
-        { sub(/^.*\) /, ""); ppid = $2 }
-        ppid == pm { t += $12 + $13 }
-        END { print t + 0 }' | { read -r live
-        awk -v live="$live" '{ sub(/^.*\) /, ""); t += $12 + $13 + $14 + $15 } END { print t + live }' \
-            "/proc/$POSTMASTER/stat" "/proc/$$/stat"; }
-}
-other_load() {
-    local m0 s0 o0 t0 m1 s1 o1 t1
-    read -r m0 s0 < <(machine_ticks); o0=$(our_ticks); t0=$(date +%s%N)
-    "$@"
-    read -r m1 s1 < <(machine_ticks); o1=$(our_ticks); t1=$(date +%s%N)
-    read -r OTHER_LOAD STEAL < <(awk -v m="$((m1 - m0))" -v o="$((o1 - o0))" -v s="$((s1 - s0))" \
-        -v ticks="$(awk -v ns="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { print ns / 1e9 * hz }')" \
-        'BEGIN { l = (m - o) * 100 / ticks; printf "%d %d\n", (l < 0 ? 0 : l), s * 100 / ticks }')
-}
-
-# One-client runs on one CPU, the cluster included (as in turns/run.sh).
-ALL_CPUS=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status)
-ONE_CPU=${ALL_CPUS%%[-,]*}
-pin_cluster() {
-    local pid
-    for pid in "$POSTMASTER" $(awk -v pm="$POSTMASTER" '{ sub(/^.*\) /, "") } $2 == pm { split(FILENAME, f, "/"); print f[3] }' \
-                                 /proc/[0-9]*/stat 2>/dev/null || true); do
-        taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true
-    done
-}
-pinned() {
-    local clients=$1 rc=0; shift
-    [ "$clients" -eq 1 ] || { "$@"; return; }
-    pin_cluster "$ONE_CPU"
-    taskset -c "$ONE_CPU" "$@" || rc=$?
-    pin_cluster "$ALL_CPUS"
-    return $rc
-}
+# The share of the machine other processes took, and one-client runs on one
+# CPU, the cluster included: other_load and pinned.
+source "$HERE/../lib/pgbench.sh"
 
 # fresh_db NAME PEER: NAME as a copy of PEER's loaded database.
 fresh_db() {
