@@ -3,8 +3,10 @@
 # `make installcheck`, so a failing suite does not hide the next one, then the
 # SQL examples of the documentation (scripts/doc-examples.sh) and the client
 # suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
-# browser and storage benchmarks (test/bench/*/run.sh); then the diffs
-# and logs of failures, and a final "N passed, N failed" line.
+# browser and storage benchmarks (test/bench/*/run.sh), and the check that
+# CONTRIBUTING.md's map of the tree names every file and suite
+# (scripts/check-layout.sh); then the diffs and logs of failures, and a final
+# "N passed, N failed" line.
 set -uo pipefail
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
@@ -20,6 +22,8 @@ run_suite() {
         bash scripts/doc-examples.sh 2>&1 | tee "$log"
     elif [ "$name" = clients ]; then
         bash scripts/clients.sh 2>&1 | tee "$log"
+    elif [ "$name" = layout ]; then
+        bash scripts/check-layout.sh 2>&1 | tee "$log"
     elif [ "$name" = benchmarks ]; then
         # Small sizes, one short round: that each benchmark runs and reports
         # every target, never how fast (no timing is asserted).
@@ -35,6 +39,9 @@ run_suite() {
         ok=$(sed -n 's/^clients: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$log" | tail -n 1)
         bad=$(sed -n 's/^clients: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
+    elif [ "$name" = layout ]; then
+        # one check: passes or fails as a whole
+        if [ "$rc" -eq 0 ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = benchmarks ]; then
         # browser: eight targets, storage: one, each PASS or MISS
         if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq 9 ]; then ok=1; bad=0; else ok=0; bad=1; fi
@@ -62,6 +69,7 @@ fi
 run_suite docs
 run_suite clients
 run_suite benchmarks
+run_suite layout
 
 for f in regression.diffs output_iso/regression.diffs; do
     if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi
