@@ -356,14 +356,7 @@ FROM convctx.session s JOIN convctx.turn t USING (tenant_id, session_id)
 GROUP BY 1, 2, 3 HAVING s.last_turn_no <> max(t.turn_no);
 
 -- the session counts match the turns
-SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers
-FROM convctx.session s
-LEFT JOIN (SELECT tenant_id, session_id,
-                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
-                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
-                                     AND finalized_at IS NOT NULL) AS answers
-           FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
-WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+SELECT * FROM miscounted_sessions;
 
 ------------------------------------------------------------------------------
 -- plans: keyed statements use the indexes even where the planner would scan

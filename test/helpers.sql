@@ -24,5 +24,17 @@ EXCEPTION WHEN OTHERS THEN
                           '(table "[a-z_]+)_[0-9]{6,}"', '\1"', 'g');
 END $$;
 
+-- miscounted_sessions: the session rows whose live_turns or live_answers
+-- differ from their turns (none, after any sequence of calls).
+CREATE TEMP VIEW miscounted_sessions AS
+SELECT s.tenant_id, s.session_id, s.live_turns, s.live_answers, t.live, t.answers
+FROM convctx.session s
+LEFT JOIN (SELECT tenant_id, session_id,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL) AS live,
+                  count(*) FILTER (WHERE deleted_at IS NULL AND replaced_by_turn_id IS NULL
+                                     AND finalized_at IS NOT NULL) AS answers
+           FROM convctx.turn GROUP BY 1, 2) t USING (tenant_id, session_id)
+WHERE s.live_turns <> coalesce(t.live, 0) OR s.live_answers <> coalesce(t.answers, 0);
+
 -- echo back as it was, on the line that is not echoed
 \set ECHO :convctx_echo \unset convctx_echo
