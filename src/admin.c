@@ -34,7 +34,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
-
 /* $1 the tenant, NULL for every tenant; $2 a session id or NULL */
 #define SESSIONS_SQL \
 	"SELECT s.tenant_id::pg_catalog.text, s.session_id::pg_catalog.text," \

@@ -23,8 +23,6 @@
 #include "jsonb_util.h"
 #include "settings.h"
 
-
-
 /* 22004 when argument argno, named what in the message, is NULL. */
 void
 ArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what)

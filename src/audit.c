@@ -33,7 +33,6 @@
 #include "variant.h"
 #include "worker.h"
 
-
 #define AUDIT_INSERT_SQL \
 	"INSERT INTO convctx.audit_log" \
 	"       (tenant_id, role_name, acting_role, action, session_id, identity_id, details)" \

@@ -52,7 +52,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr list_plan, title_plan, title_exists_plan, turn_range_plan,
 			turns_plan, page_forward_plan, page_backward_plan, replay_size_plan, replay_plan;

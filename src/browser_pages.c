@@ -52,7 +52,6 @@
 #include "turn_rels.h"
 #include "variant.h"
 
-
 /*
  * The rows of a page (read newest first when !forward) into result, oldest
  * first, in conversation_turns' columns.
@@ -227,17 +226,6 @@ TurnPageRead(text *tenant, text *session_id, bool forward, int64 bound, int32 li
 	}
 	PG_END_TRY();
 	return direct;
-}
-
-/* Collation "C" order of two texts: bytes, then length. */
-static int
-TextCmpC(text *a, text *b)
-{
-	int			la = VARSIZE_ANY_EXHDR(a);
-	int			lb = VARSIZE_ANY_EXHDR(b);
-	int			c = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(la, lb));
-
-	return c != 0 ? c : (la > lb) - (la < lb);
 }
 
 /* The list's order: newest activity first, then session id (bins follow the activity). */

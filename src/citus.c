@@ -73,7 +73,6 @@
 #include "tenancy.h"
 #include "variant.h"
 
-
 /* Whether convctx.turn is a Citus table in this database: -1 not known. */
 static int	distributed = -1;
 static Oid	distributed_turn_relid = InvalidOid;

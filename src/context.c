@@ -37,7 +37,6 @@
 #include "prompt_text.h"
 #include "settings.h"
 
-
 /* The ids of a context's activeNodeIds, in stored order. */
 typedef struct NodeIdList
 {

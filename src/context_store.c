@@ -54,7 +54,6 @@
 #include "tenancy.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr context_load_plan, context_load_locked_plan, context_save_plan,
 			context_add_plan, context_lock_plan, context_upsert_plan;

@@ -20,7 +20,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
-
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);

@@ -147,4 +147,15 @@ TextEqual(const text *a, const text *b)
 		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
+/* The order of two texts in collation "C": bytes, then length. */
+static inline int
+TextCmpC(const text *a, const text *b)
+{
+	int			la = VARSIZE_ANY_EXHDR(a);
+	int			lb = VARSIZE_ANY_EXHDR(b);
+	int			c = memcmp(VARDATA_ANY(a), VARDATA_ANY(b), Min(la, lb));
+
+	return c != 0 ? c : (la > lb) - (la < lb);
+}
+
 #endif							/* CONVCTX_H */

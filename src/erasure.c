@@ -25,7 +25,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -37,7 +36,6 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/varlena.h"
 
 #include "convctx.h"
 #include "args.h"
@@ -52,7 +50,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 #include "variant.h"
-
 
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr erase_find_plan, erase_lock_plan, erase_lock_one_plan, erase_sessions_plan,
@@ -250,14 +247,6 @@ IsErasedIdentity(text *identity)
 	return (len == 6 && memcmp(s, "erased", 6) == 0) || (len > 7 && memcmp(s, "erased:", 7) == 0);
 }
 
-/* Order of session ids (COLLATE "C": bytes, then length). */
-static int
-SessionIdCmp(text *a, text *b)
-{
-	return varstr_cmp(VARDATA_ANY(a), VARSIZE_ANY_EXHDR(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b),
-					  C_COLLATION_OID);
-}
-
 /* A session id of the SPI tuple table, copied into cxt. */
 static text *
 SessionIdCopy(int row, MemoryContext cxt)
@@ -278,7 +267,7 @@ EraseHeld(text *id, idmap_hash *held, text **max_held)
 	bool		found;
 
 	(void) IdMapInsert(held, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), &found);
-	if (*max_held == NULL || SessionIdCmp(id, *max_held) > 0)
+	if (*max_held == NULL || TextCmpC(id, *max_held) > 0)
 		*max_held = id;
 }
 
@@ -382,13 +371,13 @@ EraseNextToLock(EraseFound *found, idmap_hash *held, text *max_held, int restart
 	 * erasure first. The newcomers that sort after every session held are
 	 * still locked.
 	 */
-	if (max_held != NULL && SessionIdCmp(found->ids[first_new], max_held) < 0)
+	if (max_held != NULL && TextCmpC(found->ids[first_new], max_held) < 0)
 	{
 		if (restarts < ERASE_MAX_RESTARTS)
 			*in_order = false;
 		else
 		{
-			while (first_new < found->n && SessionIdCmp(found->ids[first_new], max_held) <= 0)
+			while (first_new < found->n && TextCmpC(found->ids[first_new], max_held) <= 0)
 				first_new++;
 			if (first_new == found->n)
 				return -1;

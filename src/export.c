@@ -63,7 +63,6 @@
 #include "tenancy.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr export_plan, messages_plan;
 

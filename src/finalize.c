@@ -41,7 +41,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr finalize_at_plan, finalize_plan, summary_count_answer_plan,
 			turn_state_plan, replace_plan;

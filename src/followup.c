@@ -31,7 +31,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr finalized_exists_plan, phrases_plan;
 

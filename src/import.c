@@ -77,7 +77,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr session_insert_plan, session_existing_plan,
 			session_identity_plan, identity_erased_plan;

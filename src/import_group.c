@@ -46,8 +46,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr link_insert_plan, session_finish_plan;
 

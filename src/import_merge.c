@@ -51,7 +51,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr stored_turns_plan, turn_update_plan, stored_retrieval_plan,
 			stored_clarification_plan, stored_summary_plan, session_merge_plan,

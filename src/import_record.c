@@ -50,7 +50,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
 /* kept plans shared by the import files (import.h) */
 SPIPlanPtr	summary_insert_plan;
 

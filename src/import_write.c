@@ -51,7 +51,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr retrieval_insert_plan, clarification_insert_plan, turns_insert_plan,
 			context_insert_plan, context_same_plan;

@@ -39,7 +39,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr earlier_plan, store_retrieval_plan, history_plan,
 			history_session_plan;

@@ -36,7 +36,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr store_clarification_plan, load_plan;
 

@@ -54,7 +54,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr window_plan, counts_plan, set_summary_plan, clear_summary_mark_plan,
 			summary_lock_plan, summary_stale_plan, to_summarize_plan, forget_turn_plan,

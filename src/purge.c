@@ -74,7 +74,6 @@
 #include "tenancy.h"
 #include "variant.h"
 
-
 static SPIPlanPtr expired_session_turns_plan = NULL;
 static SPIPlanPtr emptied_sessions_plan = NULL;
 

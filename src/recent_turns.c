@@ -82,7 +82,6 @@
 #include "turn_rels.h"
 #include "variant.h"
 
-
 static SPIPlanPtr recent_plan = NULL;
 
 #define RECENT_SQL \

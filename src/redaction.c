@@ -37,7 +37,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr title_clear_plan, redact_turn_plan, turn_exists_plan, redact_session_plan,
 			redaction_lock_plan;

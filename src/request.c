@@ -35,7 +35,6 @@
 #include "tenancy.h"
 #include "turns.h"
 
-
 /* The columns begin_turn returns, in order. */
 enum
 {

@@ -43,7 +43,6 @@
 #include "spi_util.h"
 #include "worker.h"
 
-
 #define RETENTION_JOB_NAME "convctx-retention"
 #define RETENTION_JOB_COMMAND "CALL convctx.purge_all()"
 

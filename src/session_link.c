@@ -35,7 +35,6 @@
 #include "spi_util.h"
 #include "tenancy.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
 

@@ -26,7 +26,6 @@
 #include "convctx.h"
 #include "settings.h"
 
-
 char	   *convctx_tenant = NULL;
 int			convctx_tenant_scope = TENANT_SCOPE_SESSION;
 int			convctx_max_active_nodes = 256;

@@ -61,7 +61,6 @@
 #include "spi_util.h"
 #include "variant.h"
 
-
 static bool catalog_checked = false;
 static void CatalogCheck(void);
 

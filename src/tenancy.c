@@ -78,7 +78,6 @@
 #include "tenancy.h"
 #include "variant.h"
 
-
 #define ROLE_TENANT_TABLE "role_tenant"
 
 #define BIND_SQL \

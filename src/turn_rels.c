@@ -54,7 +54,6 @@
 #include "turn_rels.h"
 #include "variant.h"
 
-
 static const struct
 {
 	const char *name;

@@ -59,7 +59,6 @@
 #include "turns.h"
 #include "variant.h"
 
-
 /* kept plans (spi_util.c), NULL until first used */
 static SPIPlanPtr live_turn_no_plan, find_request_plan, session_next_turn_plan,
 			session_create_plan, session_untouch_plan, insert_turn_plan,

@@ -81,7 +81,6 @@
 #include "convctx.h"
 #include "worker.h"
 
-
 #define WORKER_MAX_ARGS 8
 #define WORKER_RESULT_LEN 64
 #define WORKER_ERROR_LEN 512
