@@ -154,12 +154,8 @@ AdminRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql, Oid argty
 	Oid			argtypes[2] = {TEXTOID, argtype};
 	Datum		values[2] = {PointerGetDatum(scope), arg};
 	char		nulls[2] = {scope ? ' ' : 'n', arg_null ? 'n' : ' '};
-	TupleDesc	desc;
-	uint64		i;
-	int			c;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	desc = rsinfo->setDesc;
 
 	SPI_connect();
 	/*
@@ -167,25 +163,7 @@ AdminRows(FunctionCallInfo fcinfo, SPIPlanPtr *cache, const char *sql, Oid argty
 	 * sequential scans would cost enough to be compiled by JIT every call.
 	 */
 	SpiRunBulkPlan(SpiKeptPlan(cache, sql, 2, argtypes), values, nulls, true, 0, SPI_OK_SELECT);
-	if (SPI_tuptable->tupdesc->natts != desc->natts)
-		elog(ERROR, "statement returns %d columns, the function %d",
-			 SPI_tuptable->tupdesc->natts, desc->natts);
-	if (desc->natts > 32)
-		elog(ERROR, "function returns %d columns, at most 32 are supported", desc->natts);
-	for (c = 0; c < desc->natts; c++)
-		if (SPI_gettypeid(SPI_tuptable->tupdesc, c + 1) != TupleDescAttr(desc, c)->atttypid)
-			elog(ERROR, "column %d of the statement is not of the function's type", c + 1);
-	for (i = 0; i < SPI_processed; i++)
-	{
-		Datum		row[32];
-		bool		row_nulls[32];
-
-		for (c = 0; c < desc->natts; c++)
-			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1,
-								   &row_nulls[c]);
-		/* the tuplestore copies the row into its own memory */
-		tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
-	}
+	SpiRowsToResult(rsinfo);
 	SPI_finish();
 }
 

@@ -179,6 +179,40 @@ NamespaceInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
+ * Whether extension name is installed in this database; if so, its schema,
+ * owner and version (palloc'd).
+ */
+bool
+ExtensionLookup(const char *name, Oid *nsp, Oid *owner, char **version)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(name));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	found = HeapTupleIsValid(tup);
+	if (found)
+	{
+		bool		isnull;
+		Datum		v = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		*nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		*owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		*version = isnull ? pstrdup("") : TextDatumGetCString(v);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * Check that the objects the statements name are the extension's own, in
  * the version this library was built for:
  *	- extension convctx is installed in this database;
@@ -193,32 +227,10 @@ NamespaceInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 static void
 CatalogCheck(void)
 {
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
 	Oid			ext_namespace = InvalidOid;
 	char	   *ext_version = NULL;
 
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("convctx"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		bool		isnull;
-		Datum		version = heap_getattr(tup, Anum_pg_extension_extversion,
-										   RelationGetDescr(rel), &isnull);
-
-		ext_namespace = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-		convctx_owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-		ext_version = isnull ? pstrdup("") : TextDatumGetCString(version);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	if (!OidIsValid(ext_namespace))
+	if (!ExtensionLookup("convctx", &ext_namespace, &convctx_owner, &ext_version))
 		ereport(ERROR,
 				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				errmsg("extension \"convctx\" is not installed in this database"),
@@ -421,6 +433,38 @@ int
 SpiRunBulkPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
 {
 	return SpiRun(plan, values, nulls, false, 0, expected_rc, false, GetLatestSnapshot());
+}
+
+/*
+ * Copy the rows of the last statement into a materialized result set; the
+ * statement's columns are the function's, in order and type (checked).
+ */
+void
+SpiRowsToResult(ReturnSetInfo *rsinfo)
+{
+	TupleDesc	desc = rsinfo->setDesc;
+	uint64		i;
+	int			c;
+
+	if (SPI_tuptable->tupdesc->natts != desc->natts)
+		elog(ERROR, "statement returns %d columns, the function %d",
+			 SPI_tuptable->tupdesc->natts, desc->natts);
+	if (desc->natts > 32)
+		elog(ERROR, "function returns %d columns, at most 32 are supported", desc->natts);
+	for (c = 0; c < desc->natts; c++)
+		if (SPI_gettypeid(SPI_tuptable->tupdesc, c + 1) != TupleDescAttr(desc, c)->atttypid)
+			elog(ERROR, "column %d of the statement is not of the function's type", c + 1);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[32];
+		bool		row_nulls[32];
+
+		for (c = 0; c < desc->natts; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1,
+								   &row_nulls[c]);
+		/* the tuplestore copies the row into its own memory */
+		tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
+	}
 }
 
 /* The first column of the first row of the last result as int8; 0 for NULL. */

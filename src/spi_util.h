@@ -14,6 +14,7 @@
 
 #include "postgres.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 
 /* SPI plans kept for the life of the backend (spi_util.c) */
 extern void SpiInit(void);
@@ -29,10 +30,12 @@ extern bool SpiBulkReadLatest(bool on);
 extern int	SpiRunSessionPlan(SPIPlanPtr *cache, const char *sql, text *tenant,
 							  text *session_id, bool read_only, long count, int expected_rc);
 extern int64 SpiFirstInt8(void);
+extern void SpiRowsToResult(ReturnSetInfo *rsinfo);
 extern Datum SpiFirstDatumCopy(int col, bool *isnull);
 extern SPITupleTable *SpiReadNewestTurns(SPIPlanPtr plan, Datum *values, int64 want,
 										 int64 last, int64 span, uint64 *nrows);
 extern Oid	ConvctxNamespace(void);
+extern bool ExtensionLookup(const char *name, Oid *nsp, Oid *owner, char **version);
 
 /*
  * First line of every SQL-callable function that writes, as its first
