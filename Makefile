@@ -1,14 +1,15 @@
 # convctx: PGXS build. The control file is the single source of the version.
-EXTENSION    = convctx
-EXTVERSION   = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+# convctx_recall: the companion that adds semantic recall (needs pgvector).
+EXTENSION    = convctx convctx_recall
+EXTVERSION   = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" convctx.control)
 
 MODULE_big   = convctx
 OBJS         = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-DATA         = $(sort $(wildcard sql/convctx--*.sql))
+DATA         = $(sort $(wildcard sql/convctx--*.sql sql/convctx_recall--*.sql))
 PG_CPPFLAGS  = -I$(srcdir)/src -DCONVCTX_VERSION=\"$(EXTVERSION)\"
 
 # pg_regress inputs are the sql/*.sql files that are not install scripts.
-REGRESS      = $(sort $(basename $(notdir $(filter-out sql/convctx--%,$(wildcard sql/*.sql)))))
+REGRESS      = $(sort $(basename $(notdir $(filter-out sql/convctx--% sql/convctx_recall--%,$(wildcard sql/*.sql)))))
 REGRESS_OPTS = --load-extension=convctx
 
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))

@@ -13,7 +13,10 @@
 # SET SESSION AUTHORIZATION ROLE, as if ROLE had logged in. psql variables
 # (\gset) and settings carry over from block to block. A ```text block
 # that follows it, with nothing but blank lines between, is the exact output
-# of the example. Any other fence language is never run.
+# of the example. Any other fence language is never run. A block whose
+# first line is "-- needs pgvector" (before any "-- as ROLE") is left out,
+# output and all, when CONVCTX_DOCS_NO_PGVECTOR is set (scripts/doc-examples.sh
+# sets it where pgvector is not installed).
 use strict;
 use warnings;
 
@@ -40,8 +43,10 @@ sub examples {
         if ($l =~ /^\s*```\s*$/) {
             my $text = join('', @body);
             if ($lang eq 'sql') {
+                my $vector = $text =~ s/\A--\s*needs pgvector\s*\n//;
                 my $role = $text =~ /\A--\s*as\s+(\S+)\s*\n/ ? $1 : undef;
-                push @found, {line => $start, role => $role, sql => $text};
+                push @found, {line => $start, role => $role, sql => $text,
+                              skip => $vector && $ENV{CONVCTX_DOCS_NO_PGVECTOR}};
                 $last_sql_end = $i;
             } elsif ($lang eq 'text' && defined $last_sql_end
                      && !grep { /\S/ } @lines[$last_sql_end + 1 .. $start - 2]) {
@@ -71,6 +76,7 @@ my @ex = examples($file);
 if ($mode eq 'script') {
     for my $n (0 .. $#ex) {
         my $e = $ex[$n];
+        next if $e->{skip};
         print "RESET SESSION AUTHORIZATION;\nRESET ROLE;\n";
         print "SET SESSION AUTHORIZATION \"$e->{role}\";\n" if defined $e->{role};
         print "\\echo '<<<example $n>>>'\n";
@@ -90,7 +96,7 @@ while (my ($k, $v) = splice(@pieces, 0, 2)) { $part{$k} = $v }
 my $bad = 0;
 for my $n (0 .. $#ex) {
     my $e = $ex[$n];
-    next unless defined $e->{expected};
+    next unless defined $e->{expected} && !$e->{skip};
     my $want = normal($e->{expected});
     my $have = normal($part{$n} // '(not run)');
     next if $want eq $have;

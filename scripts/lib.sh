@@ -65,6 +65,31 @@ build_and_install() {
     as_root make -C "$STAGE" -s install with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
 }
 
+# ensure_pgvector: pgvector in PostgreSQL 15 for the recall suite. Debian 12's
+# archive has no postgresql-15-pgvector, so when the server lacks it, it is
+# built from the tarball that CONVCTX_PGVECTOR_SOURCE names (a
+# pgvector-*.tar.gz, or a directory holding one), with OPTFLAGS="" so that
+# the library runs on any x86-64 machine. Without either it returns 1 and
+# the recall suite says SKIP.
+ensure_pgvector() {
+    local share src tarball dir
+    share=$("$PG_CONFIG" --sharedir)
+    [ -f "$share/extension/vector.control" ] && return 0
+    src=${CONVCTX_PGVECTOR_SOURCE:-}
+    [ -n "$src" ] || return 1
+    tarball=$src
+    [ -d "$src" ] && tarball=$(ls "$src"/pgvector-*.tar.gz 2>/dev/null | head -n 1)
+    [ -f "$tarball" ] || { echo "== CONVCTX_PGVECTOR_SOURCE=$src holds no pgvector-*.tar.gz"; return 2; }
+    dir=$(mktemp -d /tmp/convctx-pgvector.XXXXXX)
+    chmod 755 "$dir"
+    tar -C "$dir" -xzf "$tarball"
+    [ "$(id -u)" -eq 0 ] && chown -R "$TEST_USER" "$dir"
+    echo "== building pgvector from $(basename "$tarball")"
+    as_test_user make -C "$dir"/pgvector-* -s OPTFLAGS="" with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
+    as_root make -C "$dir"/pgvector-* -s install OPTFLAGS="" with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
+    rm -rf "$dir"
+}
+
 # in_throwaway_cluster WHAT COMMAND...: run COMMAND as the test user, from
 # the build directory, inside a throwaway cluster made by pg_virtualenv
 # (which turns fsync off; CONVCTX_DURABLE=1 turns it on again, for

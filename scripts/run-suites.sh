@@ -73,6 +73,17 @@ run_suite isolation REGRESS= TAP_TESTS=
 if ls test/t/*.pl >/dev/null 2>&1; then
     run_suite tap REGRESS= ISOLATION= PROVE_FLAGS=--verbose
 fi
+# Semantic recall (extension convctx_recall) needs pgvector: scripts/test.sh
+# builds it when it has the source, and fails when it does not manage to.
+if [ -f "$("$PG_CONFIG" --sharedir)/extension/vector.control" ]; then
+    run_suite recall TAP_TESTS= \
+        REGRESS="$(cd test/recall/sql && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')" \
+        REGRESS_OPTS="--inputdir=test/recall --load-extension=convctx" \
+        ISOLATION="$(cd test/recall/specs && ls *.spec | sed 's/\.spec$//' | tr '\n' ' ')" \
+        ISOLATION_OPTS="--inputdir=test/recall --load-extension=convctx"
+else
+    echo "== recall: SKIP (pgvector is not installed; scripts/test.sh builds it from CONVCTX_PGVECTOR_SOURCE)"
+fi
 run_suite docs
 run_suite clients
 run_suite benchmarks

@@ -5,13 +5,29 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer (scripts/asan.sh), then
 # convctx's regression and isolation tests on a 3-node Citus cluster
 # (scripts/citus.sh: Citus installed, or built from CONVCTX_CITUS_SOURCE;
-# without either it says SKIP and why).
+# without either it says SKIP and why). The recall suite needs pgvector,
+# built here from ../shared/pgvector or CONVCTX_PGVECTOR_SOURCE when the
+# server has none (without either it says SKIP).
 # Exits non-zero on any failure and prints the diffs and logs that say why;
 # the last line is the total, "convctx: N passed, N failed".
 source "$(dirname "$0")/lib.sh"
 
 ensure_packages test
 build_and_install
+# pgvector for the recall suite: built from the tarball beside the tree
+# (../shared/pgvector) or named by CONVCTX_PGVECTOR_SOURCE, when the server
+# has none. With a source, a build that fails stops the run: recall is
+# never skipped silently.
+if [ -z "${CONVCTX_PGVECTOR_SOURCE:-}" ] && [ -d "$TOP/../shared/pgvector" ]; then
+    CONVCTX_PGVECTOR_SOURCE=$(cd "$TOP/../shared/pgvector" && pwd)
+fi
+rc=0
+ensure_pgvector || rc=$?
+if [ "$rc" -ne 0 ] && [ -n "${CONVCTX_PGVECTOR_SOURCE:-}" ]; then
+    echo "== pgvector could not be built from $CONVCTX_PGVECTOR_SOURCE"
+    echo "convctx: 0 passed, 1 failed"
+    exit 1
+fi
 # From here on a failing part must not stop the next one.
 set +e
 

@@ -16,6 +16,7 @@
 
 #include "convctx.h"
 #include "citus.h"
+#include "recall.h"
 #include "settings.h"
 #include "spi_util.h"
 #include "tenancy.h"
@@ -30,5 +31,6 @@ _PG_init(void)
 	SettingsDefine();
 	TenancyInit();
 	SpiInit();
+	RecallInit();
 	CitusInit();
 }

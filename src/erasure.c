@@ -45,6 +45,7 @@
 #include "jsonb_util.h"
 #include "metadata.h"
 #include "prompt_state.h"
+#include "recall.h"
 #include "redaction.h"
 #include "settings.h"
 #include "spi_util.h"
@@ -531,6 +532,7 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 	SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	PromptForgetSessions(tenant, sessions);
+	RecallForgetSessions(tenant, sessions);
 	return turns;
 }
 

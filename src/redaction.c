@@ -32,6 +32,7 @@
 #include "audit.h"
 #include "jsonb_util.h"
 #include "prompt_state.h"
+#include "recall.h"
 #include "redaction.h"
 #include "spi_util.h"
 #include "tenancy.h"
@@ -168,6 +169,7 @@ RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 														  SPI_tuptable->tupdesc, 2, &isnull));
 
 		PromptForget(tenant, session_id, turn_no);
+		RecallForget(tenant, session_id, turn_no);
 	}
 	else
 	{
@@ -211,6 +213,7 @@ RedactSession(text *tenant, text *session_id)
 				   values, NULL, false, 0, SPI_OK_SELECT);
 		turns = SpiFirstInt8();
 		PromptForget(tenant, session_id, 0);
+		RecallForget(tenant, session_id, 0);
 	}
 	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&details, "turns");

@@ -1,0 +1,267 @@
+/* convctx_recall--0.5.0.sql: semantic recall over convctx turns with pgvector */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION convctx_recall" to load this file. \quit
+
+-- The embeddings of turns, brought by the app, one per turn and model,
+-- beside the turns and deleted with them: a foreign key deletes them with
+-- their turn (retention purges, the anonymous cap), and redaction and
+-- erasure, which keep the turn as a tombstone, delete them in the same
+-- transaction (src/recall.c). The functions that read and write them are
+-- in convctx's library and act as convctx does: they decide the tenant
+-- from the calling role and switch to the extension's owner in C, with
+-- search_path = pg_catalog, pg_temp, naming every schema.
+--
+-- Sections: schema guard; models; embeddings; functions; privileges.
+
+------------------------------------------------------------------------------
+-- Schema guard
+------------------------------------------------------------------------------
+
+-- As for convctx (convctx--0.5.0.sql): the schema must belong to the
+-- extension's owner, who must be convctx's owner (the functions run as that
+-- owner), and nobody else may create in it. The schema of extension vector
+-- is named by the statements too; src/recall.c checks it before every use,
+-- and this checks it once here, so that the install says what is wrong.
+DO $guard$
+DECLARE
+    creators pg_catalog.text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.pg_extension e
+                    WHERE n.nspname OPERATOR(pg_catalog.=) 'convctx_recall'
+                      AND e.extname OPERATOR(pg_catalog.=) 'convctx'
+                      AND n.nspowner OPERATOR(pg_catalog.=) e.extowner
+                      AND e.extowner OPERATOR(pg_catalog.=) (SELECT r.oid FROM pg_catalog.pg_roles r
+                                                           WHERE r.rolname OPERATOR(pg_catalog.=) current_user)) THEN
+        RAISE EXCEPTION 'schema convctx_recall must belong to the owner of extension convctx, who must install convctx_recall'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run CREATE EXTENSION convctx_recall as the role that created convctx, without a schema convctx_recall that another role created.';
+    END IF;
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO creators
+      FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'convctx_recall'
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
+    IF creators IS NOT NULL THEN
+        RAISE EXCEPTION 'roles other than its owner may create objects in schema convctx_recall: %', creators
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'REVOKE CREATE ON SCHEMA convctx_recall FROM those roles, and try again.';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_class c, pg_catalog.pg_namespace n
+                WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                  AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall')
+       OR EXISTS (SELECT FROM pg_catalog.pg_proc p, pg_catalog.pg_namespace n
+                   WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
+                     AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall') THEN
+        RAISE EXCEPTION 'schema convctx_recall holds objects that are not the extension''s'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Drop schema convctx_recall, or move what it holds elsewhere, and try again.';
+    END IF;
+END
+$guard$;
+
+------------------------------------------------------------------------------
+-- Models
+------------------------------------------------------------------------------
+
+CREATE TABLE convctx_recall.model (
+    model       text COLLATE "C" NOT NULL,
+    model_no    integer GENERATED ALWAYS AS IDENTITY,
+    dimensions  integer NOT NULL CHECK (dimensions BETWEEN 1 AND 2000),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT model_pkey PRIMARY KEY (model),
+    CONSTRAINT model_no_key UNIQUE (model_no)
+);
+
+COMMENT ON TABLE convctx_recall.model IS
+    'embedding models the app stores embeddings of (add_model): each with its dimensions and its HNSW index turn_embedding_model_<model_no>';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model', '');
+
+------------------------------------------------------------------------------
+-- Embeddings
+------------------------------------------------------------------------------
+
+-- The column has no dimensions, so that models of different dimensions
+-- share the table; each model's index is partial on the model and built on
+-- the embedding cast to its dimensions, as pgvector's README shows for
+-- vectors of several sizes in one column.
+CREATE TABLE convctx_recall.turn_embedding (
+    tenant_id   text COLLATE "C" NOT NULL,
+    session_id  text COLLATE "C" NOT NULL,
+    turn_id     uuid NOT NULL,
+    model_no    integer NOT NULL,
+    embedding   vector NOT NULL,
+    stored_at   timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT turn_embedding_pkey PRIMARY KEY (tenant_id, session_id, turn_id, model_no),
+    CONSTRAINT turn_embedding_turn_fkey FOREIGN KEY (tenant_id, session_id, turn_id)
+        REFERENCES convctx.turn (tenant_id, session_id, turn_id) ON DELETE CASCADE,
+    CONSTRAINT turn_embedding_model_fkey FOREIGN KEY (model_no)
+        REFERENCES convctx_recall.model (model_no) ON DELETE CASCADE
+);
+
+-- A tenant's embeddings of a model: counted to choose an exact search for
+-- a tenant that holds few of them (src/recall.c).
+CREATE INDEX turn_embedding_tenant ON convctx_recall.turn_embedding (tenant_id, model_no);
+
+COMMENT ON TABLE convctx_recall.turn_embedding IS
+    'one embedding per turn and model, brought by the app (store_embedding); deleted with its turn, and by redaction and erasure of it';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx_recall.turn_embedding', '');
+
+------------------------------------------------------------------------------
+-- Functions
+------------------------------------------------------------------------------
+
+CREATE FUNCTION convctx_recall.store_embedding(session_id text, turn_id uuid, model text, embedding vector)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_recall_store_embedding'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx_recall.store_embedding(text, uuid, text, vector) IS
+    'store (or replace) the embedding of a live, current turn under a registered model; false when the turn is a tombstone or an old version';
+
+CREATE FUNCTION convctx_recall.unembedded_turns(model text, max_turns integer DEFAULT 100,
+                                                after_session_id text DEFAULT NULL,
+                                                after_turn_id uuid DEFAULT NULL)
+RETURNS TABLE (session_id text, turn_id uuid, turn_no bigint, question_neutral text,
+               answer_neutral text, finalized boolean)
+AS 'MODULE_PATHNAME', 'convctx_recall_unembedded_turns'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 100
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx_recall.unembedded_turns(text, integer, text, uuid) IS
+    'the work list of an embedder: the tenant''s live, current turns without an embedding of the model, in (session_id, turn_id) order after the pair given';
+
+CREATE FUNCTION convctx_recall.recall(embedding vector, model text, k integer DEFAULT 10,
+                                      session_id text DEFAULT NULL, identity_id text DEFAULT NULL)
+RETURNS TABLE (distance double precision, session_id text, turn_id uuid, turn_no bigint,
+               created_at timestamptz, question_neutral text, answer_neutral text)
+AS 'MODULE_PATHNAME', 'convctx_recall_recall'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 10
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx_recall.recall(vector, text, integer, text, text) IS
+    'the k live, current turns nearest to an embedding (cosine distance), nearest first: of a session, of an identity''s conversations, or of the whole tenant';
+
+CREATE FUNCTION convctx_recall.answered_before(embedding vector, model text,
+                                               min_similarity double precision DEFAULT 0.9,
+                                               identity_id text DEFAULT NULL)
+RETURNS TABLE (similarity double precision, session_id text, turn_id uuid,
+               question_neutral text, answer_neutral text)
+AS 'MODULE_PATHNAME', 'convctx_recall_answered_before'
+LANGUAGE C STABLE PARALLEL RESTRICTED ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION convctx_recall.answered_before(vector, text, double precision, text) IS
+    'the nearest answered live turn of the tenant (or of an identity) when its cosine similarity to the embedding is at least min_similarity: a semantic answer cache';
+
+-- Administration: run by a superuser (nobody else may execute them), as
+-- the caller; they create, drop and rebuild the models' indexes.
+CREATE FUNCTION convctx_recall.add_model(model text, dimensions integer,
+                                         m integer DEFAULT 16, ef_construction integer DEFAULT 64)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    no integer;
+BEGIN
+    IF add_model.dimensions IS NULL OR add_model.dimensions NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'dimensions must be between 1 and 2000'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('Got %s; pgvector''s HNSW index takes at most 2000.', add_model.dimensions);
+    END IF;
+    IF EXISTS (SELECT FROM convctx_recall.model x WHERE x.model OPERATOR(pg_catalog.=) add_model.model) THEN
+        RAISE EXCEPTION 'embedding model "%" is registered already', add_model.model
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Register a model of other dimensions under another name, or drop this one first (drop_model).';
+    END IF;
+    INSERT INTO convctx_recall.model (model, dimensions) VALUES (add_model.model, add_model.dimensions)
+    RETURNING model_no INTO no;
+    PERFORM convctx_recall.rebuild_index(add_model.model, m, ef_construction);
+    RETURN no;
+END
+$$;
+
+COMMENT ON FUNCTION convctx_recall.add_model(text, integer, integer, integer) IS
+    'register an embedding model with its dimensions and create its HNSW index (cosine distance; m and ef_construction as pgvector takes them); returns its number';
+
+CREATE FUNCTION convctx_recall.rebuild_index(model text, m integer DEFAULT 16,
+                                             ef_construction integer DEFAULT 64)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    vs text;
+BEGIN
+    SELECT x.model_no, x.dimensions INTO r FROM convctx_recall.model x
+     WHERE x.model OPERATOR(pg_catalog.=) rebuild_index.model;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'embedding model "%" is not registered', rebuild_index.model
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Register it with convctx_recall.add_model(model, dimensions).';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname) INTO vs
+      FROM pg_catalog.pg_extension e, pg_catalog.pg_namespace n
+     WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND n.oid OPERATOR(pg_catalog.=) e.extnamespace;
+    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_model_%s', r.model_no)) IS NOT NULL THEN
+        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_model_%s', r.model_no);
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE INDEX turn_embedding_model_%s ON convctx_recall.turn_embedding'
+        ' USING hnsw ((embedding::%s.vector(%s)) %s.vector_cosine_ops)'
+        ' WITH (m = %s, ef_construction = %s) WHERE model_no OPERATOR(pg_catalog.=) %s',
+        r.model_no, vs, r.dimensions, vs, m, ef_construction, r.model_no);
+END
+$$;
+
+COMMENT ON FUNCTION convctx_recall.rebuild_index(text, integer, integer) IS
+    'drop and build again the HNSW index of a model from the stored embeddings';
+
+CREATE FUNCTION convctx_recall.drop_model(model text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n bigint;
+BEGIN
+    SELECT x.model_no INTO r FROM convctx_recall.model x
+     WHERE x.model OPERATOR(pg_catalog.=) drop_model.model;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_model_%s', r.model_no)) IS NOT NULL THEN
+        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_model_%s', r.model_no);
+    END IF;
+    DELETE FROM convctx_recall.turn_embedding e WHERE e.model_no OPERATOR(pg_catalog.=) r.model_no;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    DELETE FROM convctx_recall.model x WHERE x.model_no OPERATOR(pg_catalog.=) r.model_no;
+    RETURN n;
+END
+$$;
+
+COMMENT ON FUNCTION convctx_recall.drop_model(text) IS
+    'delete a model, its embeddings and its index; returns how many embeddings were deleted';
+
+------------------------------------------------------------------------------
+-- Privileges
+------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL ROUTINES IN SCHEMA convctx_recall FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA convctx_recall FROM PUBLIC;
+REVOKE ALL ON SCHEMA convctx_recall FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA convctx_recall TO convctx_app, convctx_admin;
+
+GRANT EXECUTE ON FUNCTION
+    convctx_recall.store_embedding(text, uuid, text, vector),
+    convctx_recall.unembedded_turns(text, integer, text, uuid),
+    convctx_recall.recall(vector, text, integer, text, text),
+    convctx_recall.answered_before(vector, text, double precision, text)
+TO convctx_app;

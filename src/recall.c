@@ -1,0 +1,802 @@
+/*-------------------------------------------------------------------------
+ *
+ * recall.c
+ *	  Semantic recall over turns with pgvector: the functions of extension
+ *	  convctx_recall (sql/convctx_recall--0.5.0.sql), and what redaction
+ *	  and erasure forget of its embeddings.
+ *
+ * The app brings the embeddings; convctx_recall.turn_embedding keeps one
+ * per turn and model, beside the turn, with a foreign key that deletes it
+ * with its turn (retention purges, the anonymous cap). A redaction or an
+ * erasure keeps the turn as a tombstone, so they delete its embeddings
+ * here, in the same transaction (RecallForget). Reads join the turn and
+ * return live, current versions only, so that nothing forgotten is ever
+ * returned even by a read that races the forgetting.
+ *
+ * pgvector is reached by name: its type and its cosine distance operator
+ * <=> are named with their schema in the statements, as every function
+ * the statements call is. So the schema of extension vector must be one
+ * that only a superuser can change (RecallCatalog), and the statements
+ * are prepared again whenever a schema changes.
+ *
+ * Each model has its own HNSW index, partial on the model and built on
+ * the embeddings cast to the model's dimensions (convctx_recall.add_model):
+ * a statement that can use it names both, so the statements of a model are
+ * written and kept per model (ModelPlans).
+ *
+ * Copyright (c) 2026, the convctx authors
+ *
+ * src/recall.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
+
+#include "convctx.h"
+#include "args.h"
+#include "recall.h"
+#include "spi_util.h"
+#include "tenancy.h"
+#include "turns.h"
+#include "variant.h"
+
+/*
+ * A tenant with fewer embeddings of a model than this is searched exactly
+ * (every one of its embeddings compared): the HNSW index holds every
+ * tenant's, and a tenant that is a small part of it would have the scan
+ * pass over many others' before it finds k of its own.
+ */
+#define RECALL_EXACT_BELOW 10000
+
+/* The largest k of a recall. */
+#define RECALL_MAX_K 1000
+
+/*
+ * What RecallCatalog found; forgotten when any schema changes (the
+ * statements name schemas), checked again before the next use.
+ */
+static bool recall_checked = false;
+static bool recall_installed = false;
+static bool recall_plans_stale = false;
+static Oid	vector_type = InvalidOid;
+static Oid	embedding_relid = InvalidOid;
+static char *vector_schema = NULL;	/* quoted, in TopMemoryContext */
+
+/* Kept plans that name no model. */
+static SPIPlanPtr model_plan, store_plan, turn_exists_plan, count_plan,
+			unembedded_plan, forget_turn_plan, forget_session_plan, forget_sessions_plan;
+
+/* The statements of a model (RECALL_SQL), by scope. */
+typedef enum RecallKind
+{
+	RECALL_TENANT_INDEX,		/* the tenant's, through the model's HNSW index */
+	RECALL_TENANT_EXACT,		/* the tenant's, each compared */
+	RECALL_SESSION,				/* a session's, each compared */
+	RECALL_IDENTITY,			/* an identity's sessions', each compared */
+	RECALL_KINDS
+} RecallKind;
+
+typedef struct ModelPlans
+{
+	int32		model_no;
+	int32		dims;
+	SPIPlanPtr	plans[RECALL_KINDS];
+	struct ModelPlans *next;
+} ModelPlans;
+
+static ModelPlans *model_plans = NULL;
+
+static void
+RecallInvalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	recall_checked = false;
+	/* freed before the next statement, not while a cache is rebuilt */
+	recall_plans_stale = true;
+}
+
+/*
+ * DROP EXTENSION convctx_recall leaves its schema (as CREATE EXTENSION may
+ * have found it), so the table's own invalidation says it is gone; and
+ * while it is not installed, any relation's may be its creation.
+ */
+static void
+RecallRelInvalidate(Datum arg, Oid relid)
+{
+	if (!recall_installed || relid == InvalidOid || relid == embedding_relid)
+		recall_checked = false;
+	/* a model's number names other dimensions after the extension is made again */
+	if (relid == InvalidOid || relid == embedding_relid)
+		recall_plans_stale = true;
+}
+
+/* From _PG_init. */
+void
+RecallInit(void)
+{
+	CacheRegisterSyscacheCallback(NAMESPACEOID, RecallInvalidate, (Datum) 0);
+	CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
+}
+
+/* Free every kept plan of this file: the schemas they name may have changed. */
+static void
+RecallFreePlans(void)
+{
+	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan, &count_plan,
+	&unembedded_plan, &forget_turn_plan, &forget_session_plan, &forget_sessions_plan};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(fixed); i++)
+	{
+		if (*fixed[i])
+			SPI_freeplan(*fixed[i]);
+		*fixed[i] = NULL;
+	}
+	while (model_plans)
+	{
+		ModelPlans *m = model_plans;
+
+		for (i = 0; i < RECALL_KINDS; i++)
+			if (m->plans[i])
+				SPI_freeplan(m->plans[i]);
+		model_plans = m->next;
+		pfree(m);
+	}
+	recall_plans_stale = false;
+}
+
+/*
+ * Whether the schema can be changed by nobody but a superuser: it belongs
+ * to a superuser or to convctx's owner (or is owned by pg_database_owner
+ * in a database a superuser owns), and no other role may create in it.
+ */
+static bool
+SchemaTrusted(Oid nsp)
+{
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	Form_pg_namespace form;
+	Oid			owner;
+	bool		isnull;
+	Datum		acl_datum;
+	bool		trusted;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	form = (Form_pg_namespace) GETSTRUCT(tup);
+	owner = form->nspowner;
+	if (owner == ROLE_PG_DATABASE_OWNER)
+	{
+		HeapTuple	db = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+
+		trusted = HeapTupleIsValid(db) &&
+			superuser_arg(((Form_pg_database) GETSTRUCT(db))->datdba);
+		if (HeapTupleIsValid(db))
+			ReleaseSysCache(db);
+	}
+	else
+		trusted = superuser_arg(owner) || owner == ConvctxOwner();
+	acl_datum = SysCacheGetAttr(NAMESPACEOID, tup, Anum_pg_namespace_nspacl, &isnull);
+	if (trusted && !isnull)
+	{
+		Acl		   *acl = DatumGetAclP(acl_datum);
+		Oid		   *members;
+		int			n = aclmembers(acl, &members);
+		int			i;
+
+		/* the members include grantors, and PUBLIC as InvalidOid */
+		for (i = 0; i < n; i++)
+			if (members[i] != owner && !superuser_arg(members[i]) &&
+				aclmask(acl, members[i], owner, ACL_CREATE, ACLMASK_ANY) != 0)
+				trusted = false;
+	}
+	ReleaseSysCache(tup);
+	return trusted;
+}
+
+/*
+ * Check what the statements name, as spi_util.c's CatalogCheck does for
+ * convctx; ERROR when convctx_recall is installed but not as it must be:
+ *	- its version is the library's and it belongs to convctx's owner (the
+ *	  statements run as that owner);
+ *	- the schema named convctx_recall is the extension's;
+ *	- the schema of extension vector, which the statements name, is one
+ *	  that only a superuser can change (SchemaTrusted): its owner could
+ *	  otherwise rename it and create another of its name, with a type and
+ *	  an operator that the statements would then call as the owner.
+ * Returns whether convctx_recall is installed.
+ */
+static bool
+RecallCatalog(void)
+{
+	Oid			nsp,
+				owner,
+				vector_nsp,
+				vector_owner,
+				relid;
+	char	   *version,
+			   *vector_version;
+	AttrNumber	att;
+
+	if (recall_plans_stale)
+		RecallFreePlans();
+	if (recall_checked)
+		return recall_installed;
+
+	recall_installed = ExtensionLookup("convctx_recall", &nsp, &owner, &version);
+	if (recall_installed)
+	{
+		if (!creating_extension && strcmp(version, CONVCTX_VERSION) != 0)
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("convctx library version %s does not match the installed convctx_recall version %s",
+						   CONVCTX_VERSION, version),
+					errhint("Run ALTER EXTENSION convctx_recall UPDATE."));
+		if (owner != ConvctxOwner())
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("extension \"convctx_recall\" does not belong to the owner of extension \"convctx\""),
+					errhint("Run ALTER EXTENSION ... OWNER is not possible: drop convctx_recall and create it as the role that created convctx."));
+		if (get_namespace_oid("convctx_recall", true) != nsp)
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("schema \"convctx_recall\" is not the schema of extension \"convctx_recall\""),
+					errhint("Rename the schemas back; convctx's statements name schema convctx_recall."));
+		if (!ExtensionLookup("vector", &vector_nsp, &vector_owner, &vector_version))
+			ereport(ERROR,
+					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					errmsg("extension \"vector\" is not installed"),
+					errhint("Run CREATE EXTENSION vector."));
+		if (!SchemaTrusted(vector_nsp))
+			ereport(ERROR,
+					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					errmsg("schema \"%s\" of extension \"vector\" can be changed by roles that are not superusers",
+						   get_namespace_name(vector_nsp)),
+					errdetail("convctx names pgvector's type and operators with their schema, and runs them as its owner."),
+					errhint("Move pgvector to a schema that only a superuser owns and creates in: CREATE SCHEMA vectors; ALTER EXTENSION vector SET SCHEMA vectors;"));
+		relid = get_relname_relid("turn_embedding", nsp);
+		att = OidIsValid(relid) ? get_attnum(relid, "embedding") : InvalidAttrNumber;
+		if (att == InvalidAttrNumber)
+			elog(ERROR, "convctx_recall.turn_embedding.embedding does not exist");
+		embedding_relid = relid;
+		vector_type = get_atttype(relid, att);
+		{
+			HeapTuple	typ = SearchSysCache1(TYPEOID, ObjectIdGetDatum(vector_type));
+			bool		ours = HeapTupleIsValid(typ) &&
+				((Form_pg_type) GETSTRUCT(typ))->typnamespace == vector_nsp &&
+				strcmp(NameStr(((Form_pg_type) GETSTRUCT(typ))->typname), "vector") == 0;
+
+			if (HeapTupleIsValid(typ))
+				ReleaseSysCache(typ);
+			if (!ours)
+				elog(ERROR, "convctx_recall.turn_embedding.embedding is not of pgvector's type");
+		}
+		if (vector_schema)
+			pfree(vector_schema);
+		vector_schema = MemoryContextStrdup(TopMemoryContext,
+											quote_identifier(get_namespace_name(vector_nsp)));
+	}
+	recall_checked = true;
+	return recall_installed;
+}
+
+/* ERROR unless convctx_recall can run here; from every function of it. */
+static void
+RecallCheck(const char *function)
+{
+	VariantRefuse(function, "Semantic recall runs on a single server.");
+	if (!RecallCatalog())
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("extension \"convctx_recall\" is not installed in this database"),
+				errhint("Run CREATE EXTENSION convctx_recall (it needs pgvector)."));
+}
+
+/* A model's number and dimensions; 42704 when it is not registered. SPI connected. */
+static void
+ModelLookup(text *model, int32 *model_no, int32 *dims)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {PointerGetDatum(model)};
+	bool		isnull;
+
+	SpiRunPlan(SpiKeptPlan(&model_plan,
+						   "SELECT model_no, dimensions FROM convctx_recall.model"
+						   " WHERE model OPERATOR(pg_catalog.=) $1",
+						   1, argtypes),
+			   values, NULL, true, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				errcode(ERRCODE_UNDEFINED_OBJECT),
+				errmsg("embedding model \"%s\" is not registered", text_to_cstring(model)),
+				errhint("A superuser registers it with its dimensions: SELECT convctx_recall.add_model('%s', 384);",
+						text_to_cstring(model)));
+	*model_no = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*dims = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+}
+
+/*
+ * The embedding argument, checked to have the model's dimensions (22000;
+ * pgvector's own input already refused anything that is not a vector).
+ */
+static Datum
+ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
+{
+	struct varlena *v;
+	int16		got;
+
+	ArgNotNull(fcinfo, argno, "embedding");
+	v = PG_DETOAST_DATUM(PG_GETARG_DATUM(argno));
+	if (VARSIZE(v) < VARHDRSZ + 2 * sizeof(int16))
+		elog(ERROR, "embedding is not a vector");
+	/* pgvector's Vector: varlena header, int16 dim, int16 unused, float4 x[] */
+	memcpy(&got, VARDATA(v), sizeof(int16));
+	if (got != dims)
+		ereport(ERROR,
+				errcode(ERRCODE_DATA_EXCEPTION),
+				errmsg("embedding has %d dimensions, the model has %d", got, dims),
+				errhint("Embed with the model the name says, or register the other model under its own name."));
+	return PointerGetDatum(v);
+}
+
+/*
+ * The statement of a model's recall of one kind: $1 tenant, $2 the query
+ * embedding, $3 k, $4 whether turns without an answer count, $5 the
+ * session or the identity. Only RECALL_TENANT_INDEX orders by the
+ * expression the model's index holds; the exact kinds break ties by key.
+ */
+static char *
+RecallSql(RecallKind kind, int32 model_no, int32 dims)
+{
+	const char *vs = vector_schema;
+	char	   *distance = psprintf("(e.embedding OPERATOR(%s.<=>) $2)", vs);
+	const char *order = kind == RECALL_TENANT_INDEX
+		? psprintf("(e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))",
+				   vs, dims, vs, vs, dims)
+		: psprintf("%s, e.session_id, e.turn_id", distance);
+	const char *scope = "";
+
+	if (kind == RECALL_SESSION)
+		scope = " AND e.session_id OPERATOR(pg_catalog.=) $5";
+	else if (kind == RECALL_IDENTITY)
+		scope = " AND e.session_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+			"SELECT l.session_id FROM convctx.session_link l"
+			" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1"
+			"   AND l.identity_id OPERATOR(pg_catalog.=) $5))";
+
+	return psprintf("SELECT %s, t.session_id::pg_catalog.text, t.turn_id, t.turn_no,"
+					"       t.created_at, t.question_neutral, t.answer_neutral"
+					"  FROM convctx_recall.turn_embedding e"
+					"  JOIN convctx.turn t"
+					"    ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id"
+					"   AND t.session_id OPERATOR(pg_catalog.=) e.session_id"
+					"   AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id"
+					" WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+					"   AND e.model_no OPERATOR(pg_catalog.=) %d%s"
+					"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+					"   AND ($4 OR t.finalized_at IS NOT NULL)"
+					" ORDER BY %s LIMIT $3",
+					distance, model_no, scope, order);
+}
+
+/* The kept plan of a model's recall of one kind. */
+static SPIPlanPtr
+RecallPlan(RecallKind kind, int32 model_no, int32 dims)
+{
+	Oid			argtypes[5] = {TEXTOID, vector_type, INT4OID, BOOLOID, TEXTOID};
+	ModelPlans *m;
+
+	for (m = model_plans; m; m = m->next)
+		if (m->model_no == model_no)
+			break;
+	if (m == NULL)
+	{
+		m = MemoryContextAllocZero(TopMemoryContext, sizeof(ModelPlans));
+		m->model_no = model_no;
+		m->dims = dims;
+		m->next = model_plans;
+		model_plans = m;
+	}
+	return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims), 5, argtypes);
+}
+
+/*
+ * Run a model's recall statement of a kind; the tenant-wide one through
+ * the index, with pgvector's iterative index scan, so that the scan goes
+ * on until k rows passed the tenant's and the turn's filters (pgvector
+ * 0.8), and with sorts off, so that the planner takes the index. The
+ * settings are undone when the statement ends.
+ */
+static void
+RecallRun(RecallKind kind, int32 model_no, int32 dims, Datum *values, const char *nulls)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	if (kind == RECALL_TENANT_INDEX)
+	{
+		(void) set_config_option("hnsw.iterative_scan", "strict_order", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("enable_sort", "off", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
+	SpiRunBulkPlan(RecallPlan(kind, model_no, dims), values, nulls, true, 0, SPI_OK_SELECT);
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/*
+ * How many embeddings of the model the tenant has, counted up to
+ * RECALL_EXACT_BELOW. SPI connected.
+ */
+static int64
+TenantEmbeddings(text *tenant, int32 model_no)
+{
+	Oid			argtypes[3] = {TEXTOID, INT4OID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), Int32GetDatum(model_no),
+	Int64GetDatum(RECALL_EXACT_BELOW)};
+
+	SpiRunBulkPlan(SpiKeptPlan(&count_plan,
+							   "SELECT pg_catalog.count(*) FROM (SELECT FROM convctx_recall.turn_embedding e"
+							   " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+							   "   AND e.model_no OPERATOR(pg_catalog.=) $2 LIMIT $3) s",
+							   3, argtypes),
+				   values, NULL, true, 0, SPI_OK_SELECT);
+	return SpiFirstInt8();
+}
+
+/*
+ * The k nearest live, current turns of the tenant to the query embedding
+ * under a model, nearest first, as the function's rows: of a session, of
+ * an identity's sessions (scope_key), or of the whole tenant; with
+ * finalized_only, only answered turns.
+ */
+static void
+Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, int32 k,
+	   RecallKind scope, text *scope_key, bool finalized_only)
+{
+	int32		model_no,
+				dims;
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n'};
+
+	SPI_connect();
+	ModelLookup(model, &model_no, &dims);
+	values[0] = PointerGetDatum(tenant);
+	values[1] = ArgEmbedding(fcinfo, embedding_arg, dims);
+	values[2] = Int32GetDatum(k);
+	values[3] = BoolGetDatum(!finalized_only);
+	values[4] = PointerGetDatum(scope_key);
+	if (scope == RECALL_TENANT_INDEX &&
+		TenantEmbeddings(tenant, model_no) < RECALL_EXACT_BELOW)
+		scope = RECALL_TENANT_EXACT;
+	RecallRun(scope, model_no, dims, values, nulls);
+	SpiRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
+	SPI_finish();
+}
+
+/* k, 1 to RECALL_MAX_K (22023). */
+static int32
+ArgK(FunctionCallInfo fcinfo, int argno)
+{
+	int32		k = ArgLimit(fcinfo, argno, "k");
+
+	if (k > RECALL_MAX_K)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("k must be at most %d", RECALL_MAX_K),
+				errdetail("Got %d.", k));
+	return k;
+}
+
+PG_FUNCTION_INFO_V1(convctx_recall_recall);
+
+/*
+ * recall(embedding, model, k, session_id, identity_id) -> setof (distance,
+ * session_id, turn_id, turn_no, created_at, question_neutral, answer_neutral)
+ */
+Datum
+convctx_recall_recall(PG_FUNCTION_ARGS)
+{
+	text	   *model;
+	int32		k;
+	text	   *session_id,
+			   *identity_id;
+
+	RecallCheck("convctx_recall.recall()");
+	model = ArgRequiredId(fcinfo, 1, "model");
+	k = ArgK(fcinfo, 2);
+	session_id = ArgOptionalId(fcinfo, 3, "session_id");
+	identity_id = ArgOptionalId(fcinfo, 4, "identity_id");
+	if (session_id && identity_id)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("recall takes a session_id or an identity_id, not both"),
+				errhint("Leave both NULL to recall from every conversation of the tenant."));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	Recall(fcinfo, CurrentTenant(), model, 0, k,
+		   session_id ? RECALL_SESSION : identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX,
+		   session_id ? session_id : identity_id, false);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_recall_answered_before);
+
+/*
+ * answered_before(embedding, model, min_similarity, identity_id) -> setof
+ * (similarity, session_id, turn_id, question_neutral, answer_neutral): the
+ * nearest answered live turn when its cosine similarity (1 - distance) is
+ * at least min_similarity, else no row.
+ */
+Datum
+convctx_recall_answered_before(PG_FUNCTION_ARGS)
+{
+	text	   *model;
+	float8		min_similarity;
+	text	   *identity_id;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	desc;
+
+	RecallCheck("convctx_recall.answered_before()");
+	model = ArgRequiredId(fcinfo, 1, "model");
+	ArgNotNull(fcinfo, 2, "min_similarity");
+	min_similarity = PG_GETARG_FLOAT8(2);
+	if (!(min_similarity >= -1.0 && min_similarity <= 1.0))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("min_similarity must be between -1 and 1"),
+				errdetail("Got %g.", min_similarity));
+	identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	desc = rsinfo->setDesc;
+	{
+		/* the nearest, as a recall of one, then the threshold */
+		int32		model_no,
+					dims;
+		Datum		values[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', identity_id ? ' ' : 'n'};
+		text	   *tenant = CurrentTenant();
+		RecallKind	kind = identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX;
+
+		SPI_connect();
+		ModelLookup(model, &model_no, &dims);
+		values[0] = PointerGetDatum(tenant);
+		values[1] = ArgEmbedding(fcinfo, 0, dims);
+		values[2] = Int32GetDatum(1);
+		values[3] = BoolGetDatum(false);
+		values[4] = PointerGetDatum(identity_id);
+		if (kind == RECALL_TENANT_INDEX && TenantEmbeddings(tenant, model_no) < RECALL_EXACT_BELOW)
+			kind = RECALL_TENANT_EXACT;
+		RecallRun(kind, model_no, dims, values, nulls);
+		if (SPI_processed > 0)
+		{
+			bool		n[7];
+			Datum		v[7];
+			int			c;
+
+			for (c = 0; c < 7; c++)
+				v[c] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1, &n[c]);
+			if (!n[0] && 1.0 - DatumGetFloat8(v[0]) >= min_similarity)
+			{
+				Datum		row[5] = {Float8GetDatum(1.0 - DatumGetFloat8(v[0])), v[1], v[2], v[5], v[6]};
+				bool		row_nulls[5] = {false, n[1], n[2], n[5], n[6]};
+
+				if (desc->natts != 5)
+					elog(ERROR, "answered_before is declared with %d result columns, expected 5",
+						 desc->natts);
+				tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
+			}
+		}
+		SPI_finish();
+	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(convctx_recall_store_embedding);
+
+/*
+ * store_embedding(session_id, turn_id, model, embedding) -> boolean
+ *
+ * Store (or replace) the turn's embedding under the model; false, storing
+ * nothing, when the turn is a tombstone or an old version; P0002 when the
+ * session has no such turn. The turn's row is locked FOR SHARE while the
+ * embedding is written: a redaction or erasure of the turn waits for this
+ * transaction and then deletes what it stored, or went first and this
+ * stores nothing; a purge that deletes the turn deletes the embedding with
+ * it (the foreign key).
+ */
+Datum
+convctx_recall_store_embedding(PG_FUNCTION_ARGS)
+{
+	bool		writable pg_attribute_unused() = CheckWritable("convctx_recall.store_embedding()");
+	text	   *session_id;
+	pg_uuid_t  *turn_id;
+	text	   *model;
+	text	   *tenant;
+	int32		model_no,
+				dims;
+	Oid			argtypes[5] = {TEXTOID, TEXTOID, UUIDOID, INT4OID, InvalidOid};
+	Datum		values[5];
+	bool		stored;
+
+	RecallCheck("convctx_recall.store_embedding()");
+	session_id = ArgRequiredId(fcinfo, 0, "session_id");
+	turn_id = ArgTurnId(fcinfo, 1);
+	model = ArgRequiredId(fcinfo, 2, "model");
+	tenant = CurrentTenant();
+
+	SPI_connect();
+	ModelLookup(model, &model_no, &dims);
+	argtypes[4] = vector_type;
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = Int32GetDatum(model_no);
+	values[4] = ArgEmbedding(fcinfo, 3, dims);
+	SpiRunPlan(SpiKeptPlan(&store_plan,
+						   "WITH t AS (SELECT t.tenant_id, t.session_id, t.turn_id FROM convctx.turn t"
+						   "            WHERE " SESSION_KEY_AT("t")
+						   "              AND t.turn_id OPERATOR(pg_catalog.=) $3"
+						   "              AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+						   "              FOR SHARE)"
+						   "INSERT INTO convctx_recall.turn_embedding AS e"
+						   "       (tenant_id, session_id, turn_id, model_no, embedding)"
+						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4, $5 FROM t"
+						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no)"
+						   "    DO UPDATE SET embedding = EXCLUDED.embedding,"
+						   "                  stored_at = pg_catalog.statement_timestamp()"
+						   " RETURNING 1",
+						   5, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+	stored = SPI_processed > 0;
+	if (!stored)
+	{
+		SpiRunPlan(SpiKeptPlan(&turn_exists_plan,
+							   "SELECT FROM convctx.turn t WHERE " SESSION_KEY_AT("t")
+							   "   AND t.turn_id OPERATOR(pg_catalog.=) $3",
+							   3, argtypes),
+				   values, NULL, true, 1, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			ReportTurnNotFound(turn_id, session_id);
+	}
+	SPI_finish();
+	PG_RETURN_BOOL(stored);
+}
+
+PG_FUNCTION_INFO_V1(convctx_recall_unembedded_turns);
+
+/*
+ * unembedded_turns(model, max_turns, after_session_id, after_turn_id) ->
+ * setof (session_id, turn_id, turn_no, question_neutral, answer_neutral,
+ * finalized): the tenant's live, current turns without an embedding of the
+ * model, in (session_id, turn_id) order after the given pair: the work
+ * list of an embedder, which passes the last pair it got to get the next.
+ */
+Datum
+convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
+{
+	text	   *model;
+	int32		max_turns;
+	text	   *after_session;
+	pg_uuid_t  *after_turn;
+	int32		model_no,
+				dims;
+	Oid			argtypes[5] = {TEXTOID, INT4OID, TEXTOID, UUIDOID, INT4OID};
+	Datum		values[5];
+
+	RecallCheck("convctx_recall.unembedded_turns()");
+	model = ArgRequiredId(fcinfo, 0, "model");
+	max_turns = ArgLimit(fcinfo, 1, "max_turns");
+	after_session = ArgOptionalId(fcinfo, 2, "after_session_id");
+	after_turn = PG_ARGISNULL(3) ? NULL : PG_GETARG_UUID_P(3);
+	if ((after_session == NULL) != (after_turn == NULL))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("after_session_id and after_turn_id go together"),
+				errhint("Pass both from the last row of the previous call, or neither for the first."));
+	if (after_turn == NULL)
+	{
+		/* before every turn: no session id is empty */
+		after_session = cstring_to_text("");
+		after_turn = palloc0(sizeof(pg_uuid_t));
+	}
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	SPI_connect();
+	ModelLookup(model, &model_no, &dims);
+	values[0] = PointerGetDatum(CurrentTenant());
+	values[1] = Int32GetDatum(model_no);
+	values[2] = PointerGetDatum(after_session);
+	values[3] = UUIDPGetDatum(after_turn);
+	values[4] = Int32GetDatum(max_turns);
+	SpiRunPlan(SpiKeptPlan(&unembedded_plan,
+						   "SELECT t.session_id::pg_catalog.text, t.turn_id, t.turn_no,"
+						   "       t.question_neutral, t.answer_neutral, t.finalized_at IS NOT NULL"
+						   "  FROM convctx.turn t"
+						   " WHERE t.tenant_id OPERATOR(pg_catalog.=) $1"
+						   "   AND (t.tenant_id, t.session_id, t.turn_id) OPERATOR(pg_catalog.>) ($1, $3, $4)"
+						   "   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+						   "   AND NOT EXISTS (SELECT FROM convctx_recall.turn_embedding e"
+						   "                    WHERE e.tenant_id OPERATOR(pg_catalog.=) t.tenant_id"
+						   "                      AND e.session_id OPERATOR(pg_catalog.=) t.session_id"
+						   "                      AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id"
+						   "                      AND e.model_no OPERATOR(pg_catalog.=) $2)"
+						   " ORDER BY t.tenant_id, t.session_id, t.turn_id LIMIT $5",
+						   5, argtypes),
+			   values, NULL, true, 0, SPI_OK_SELECT);
+	SpiRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * Delete the embeddings of a redacted turn (turn_no >= 1, every version)
+ * or of a whole session (turn_no 0), when convctx_recall is installed.
+ * Run on the newest committed rows: an embedding stored by a transaction
+ * that held the turn's row until this one's redaction got it is deleted
+ * also at repeatable read. SPI must be connected.
+ */
+void
+RecallForget(text *tenant, text *session_id, int64 turn_no)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	Int64GetDatum(turn_no)};
+
+	if (!RecallCatalog())
+		return;
+	if (turn_no > 0)
+		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_turn_plan,
+										 "DELETE FROM convctx_recall.turn_embedding e"
+										 " USING convctx.turn t"
+										 " WHERE " SESSION_KEY_AT("e")
+										 "   AND " SESSION_KEY_AT("t")
+										 "   AND t.turn_no OPERATOR(pg_catalog.=) $3"
+										 "   AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id",
+										 3, argtypes),
+							 values, NULL, SPI_OK_DELETE);
+	else
+		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_session_plan,
+										 "DELETE FROM convctx_recall.turn_embedding e"
+										 " WHERE " SESSION_KEY_AT("e"),
+										 2, argtypes),
+							 values, NULL, SPI_OK_DELETE);
+}
+
+/* The same for the sessions (a text[]) of an erasure. SPI must be connected. */
+void
+RecallForgetSessions(text *tenant, Datum sessions)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
+	Datum		values[2] = {PointerGetDatum(tenant), sessions};
+
+	if (!RecallCatalog())
+		return;
+	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_sessions_plan,
+									 "DELETE FROM convctx_recall.turn_embedding"
+									 " WHERE tenant_id OPERATOR(pg_catalog.=) $1"
+									 "   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])",
+									 2, argtypes),
+						 values, NULL, SPI_OK_DELETE);
+}

@@ -1,0 +1,218 @@
+-- Semantic recall with pgvector (extension convctx_recall): storing,
+-- recalling and forgetting embeddings, per tenant, and what hostile roles get.
+\i test/helpers.sql
+SET convctx.tenant = 'acme';
+CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
+
+------------------------------------------------------------------------------
+-- Installing: pgvector is required, and its schema must be a superuser's
+------------------------------------------------------------------------------
+SELECT pg_temp.try($$CREATE EXTENSION convctx_recall$$);
+-- pgvector in a schema that another role owns: installs, but nothing runs
+CREATE ROLE recall_schema_owner;
+CREATE SCHEMA hostile_vec AUTHORIZATION recall_schema_owner;
+CREATE EXTENSION vector SCHEMA hostile_vec;
+CREATE EXTENSION convctx_recall;
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+-- another role that may create in the schema is refused the same way
+ALTER SCHEMA hostile_vec OWNER TO postgres;
+GRANT CREATE ON SCHEMA hostile_vec TO recall_schema_owner;
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+DROP EXTENSION convctx_recall;
+DROP EXTENSION vector;
+DROP SCHEMA hostile_vec;
+CREATE EXTENSION convctx_recall CASCADE;
+SELECT convctx_recall.add_model('m3', 3);
+SELECT convctx_recall.add_model('other', 2);
+SELECT pg_temp.try($$SELECT convctx_recall.add_model('m3', 4)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.add_model('huge', 2001)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.add_model('none', NULL)$$);
+SELECT indexrelid::regclass, pg_get_indexdef(indexrelid) FROM pg_index
+ WHERE indrelid = 'convctx_recall.turn_embedding'::regclass ORDER BY 1;
+
+------------------------------------------------------------------------------
+-- The work list, storing, recall in the three scopes, answered_before
+------------------------------------------------------------------------------
+INSERT INTO ids SELECT 'a' || i, (convctx.begin_turn('s-a', 'r' || i, 'question a' || i, 1)).turn_id
+  FROM generate_series(1, 3) i;
+INSERT INTO ids SELECT 'b' || i, (convctx.begin_turn('s-b', 'r' || i, 'question b' || i, 1)).turn_id
+  FROM generate_series(1, 2) i;
+SELECT convctx.link_session('alice', 's-a');
+SELECT session_id, turn_no, question_neutral, finalized FROM convctx_recall.unembedded_turns('m3')
+ ORDER BY session_id, turn_no;
+-- in steps: two, then the rest after the last pair
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3', 2);
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3', 10,
+    (SELECT session_id FROM convctx_recall.unembedded_turns('m3', 2) OFFSET 1),
+    (SELECT turn_id FROM convctx_recall.unembedded_turns('m3', 2) OFFSET 1));
+-- a1 along x, a2 along y, a3 along z; b1 near x, b2 along -x
+SELECT convctx_recall.store_embedding(session_id, turn_id, 'm3',
+       (CASE question_neutral WHEN 'question a1' THEN '[1,0,0]' WHEN 'question a2' THEN '[0,1,0]'
+                              WHEN 'question a3' THEN '[0,0,1]' WHEN 'question b1' THEN '[0.9,0.1,0]'
+                              ELSE '[-1,0,0]' END)::vector)
+  FROM convctx_recall.unembedded_turns('m3') ORDER BY session_id, turn_no;
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3');
+SELECT count(*) FROM convctx_recall.unembedded_turns('other');
+-- storing again replaces
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a3'), 'm3', '[0.1,0,1]');
+SELECT count(*) FROM convctx_recall.turn_embedding;
+SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
+  FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
+SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
+  FROM convctx_recall.recall('[1,0.05,0]', 'm3', 10, session_id => 's-b');
+SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
+  FROM convctx_recall.recall('[1,0.05,0]', 'm3', 10, identity_id => 'alice');
+SELECT count(*) FROM convctx_recall.recall('[1,0.05,0]', 'm3', 10, identity_id => 'nobody');
+-- the answer cache: only answered turns, only above the threshold
+SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.5);
+SELECT convctx.finalize_turn('s-b', (SELECT id FROM ids WHERE name = 'b1'), 'answer b1');
+SELECT round(similarity::numeric, 4) AS similarity, session_id, question_neutral, answer_neutral
+  FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.9);
+SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.999);
+SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.9, identity_id => 'alice');
+-- an old version is not recalled; its correction waits for an embedding
+SELECT convctx.replace_turn('s-b', (SELECT id FROM ids WHERE name = 'b1'), 'corrected b1') IS NOT NULL AS replaced;
+SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.9);
+SELECT session_id, turn_no, question_neutral, answer_neutral FROM convctx_recall.unembedded_turns('m3');
+
+------------------------------------------------------------------------------
+-- Bad input: a clear error, nothing written
+------------------------------------------------------------------------------
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[1,0]')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'nope', '[1,0,0]')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', gen_random_uuid(), 'm3', '[1,0,0]')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', NULL)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding(NULL, (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[1,0,0]')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3', 0)$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3', 1001)$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3', 5, 's-a', 'alice')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0]', 'm3')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[1,0,0]', 'm3', 1.5)$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[1,0,0]', 'm3', 'NaN')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.unembedded_turns('m3', 10, 's-a')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', repeat('m', 2000))$$);
+SELECT count(*) FROM convctx_recall.turn_embedding;
+
+------------------------------------------------------------------------------
+-- Tenants: another tenant's embeddings are never read nor written
+------------------------------------------------------------------------------
+SET convctx.tenant = 'globex';
+SELECT count(*) FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3');
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[1,0,0]')$$);
+INSERT INTO ids VALUES ('g1', (convctx.begin_turn('s-a', 'r1', 'globex question', 1)).turn_id);
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'g1'), 'm3', '[1,0,0]');
+SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
+SET convctx.tenant = 'acme';
+SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10, session_id => 's-a');
+
+------------------------------------------------------------------------------
+-- Roles: the app role recalls for its tenant; nobody else gets anything
+------------------------------------------------------------------------------
+CREATE ROLE recall_app IN ROLE convctx_app;
+CREATE ROLE recall_admin IN ROLE convctx_admin;
+CREATE ROLE recall_nobody;
+SELECT convctx.bind_role_tenant('recall_app', 'acme');
+SELECT convctx.bind_role_tenant('recall_admin', 'acme');
+-- a hostile app role plants look-alikes of what the statements call
+CREATE SCHEMA recall_app_schema AUTHORIZATION recall_app;
+GRANT SELECT ON ids TO recall_app;
+SET ROLE recall_app;
+CREATE TABLE recall_app_schema.calls (what text);
+CREATE FUNCTION recall_app_schema.dist(vector, vector) RETURNS float8 LANGUAGE sql
+    AS $$ INSERT INTO recall_app_schema.calls VALUES ('operator') RETURNING 0::float8 $$;
+CREATE OPERATOR recall_app_schema.<=> (LEFTARG = vector, RIGHTARG = vector, FUNCTION = recall_app_schema.dist);
+CREATE FUNCTION recall_app_schema.count(bigint) RETURNS bigint LANGUAGE sql
+    AS $$ INSERT INTO recall_app_schema.calls VALUES ('count') RETURNING 0::bigint $$;
+SET search_path = recall_app_schema, public;
+RESET convctx.tenant;
+SELECT session_id, turn_no FROM convctx_recall.recall('[1,0,0]', 'm3', 2);
+SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.5);
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a2'), 'm3', '[0,1,0]');
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3');
+SELECT count(*) AS planted_calls FROM recall_app_schema.calls;
+-- no table, no administration
+SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.turn_embedding$$);
+SELECT pg_temp.try($$SELECT convctx_recall.add_model('mine', 3)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('m3')$$);
+-- its tenant only: naming another is refused
+SET convctx.tenant = 'globex';
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+RESET convctx.tenant;
+RESET search_path;
+RESET ROLE;
+SET ROLE recall_nobody;
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+RESET ROLE;
+-- a role of convctx_app that is not bound acts for no tenant
+CREATE ROLE recall_unbound IN ROLE convctx_app;
+SET ROLE recall_unbound;
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', gen_random_uuid(), 'm3', '[1,0,0]')$$);
+RESET ROLE;
+SET convctx.tenant = 'acme';
+
+------------------------------------------------------------------------------
+-- Forgetting: redaction, erasure, the anonymous cap and purges delete the
+-- embeddings of what they remove, in the same transaction
+------------------------------------------------------------------------------
+SELECT tenant_id, session_id, count(*) FROM convctx_recall.turn_embedding GROUP BY 1, 2 ORDER BY 1, 2;
+BEGIN;
+SELECT convctx.redact_turn('s-a', (SELECT id FROM ids WHERE name = 'a1'));
+SELECT question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10, session_id => 's-a');
+ROLLBACK;
+SELECT count(*) FROM convctx_recall.recall('[1,0,0]', 'm3', 10, session_id => 's-a');
+SELECT convctx.redact_turn('s-a', (SELECT id FROM ids WHERE name = 'a1'));
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-a' AND tenant_id = 'acme';
+-- a tombstone takes no embedding
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[1,0,0]');
+SELECT convctx.redact_session('s-b');
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-b';
+SELECT convctx.erase_identity('alice');
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE tenant_id = 'acme';
+-- the cap: an anonymous session keeps its last convctx.max_session_turns turns
+SET convctx.max_session_turns = 2;
+INSERT INTO ids SELECT 'c' || i, (convctx.begin_turn('s-c', 'r' || i, 'question c' || i, 1)).turn_id
+  FROM generate_series(1, 2) i;
+SELECT count(convctx_recall.store_embedding('s-c', turn_id, 'm3', '[1,1,1]'))
+  FROM convctx_recall.unembedded_turns('m3');
+SELECT (convctx.begin_turn('s-c', 'r3', 'question c3', 1)).repeated;
+SELECT t.question_neutral FROM convctx_recall.turn_embedding e JOIN convctx.turn t USING (tenant_id, session_id, turn_id)
+ WHERE e.session_id = 's-c' ORDER BY 1;
+RESET convctx.max_session_turns;
+-- the retention purge of expired anonymous sessions
+UPDATE convctx.session SET last_activity_at = now() - interval '400 days' WHERE session_id = 's-c';
+SELECT convctx.purge(1000) IS NOT NULL AS purged;
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-c';
+SELECT tenant_id, session_id, count(*) FROM convctx_recall.turn_embedding GROUP BY 1, 2 ORDER BY 1, 2;
+
+------------------------------------------------------------------------------
+-- Administration: the index is rebuilt from the stored embeddings; the
+-- statements follow a renamed schema of pgvector; a model is dropped whole
+------------------------------------------------------------------------------
+SET convctx.tenant = 'globex';
+SELECT convctx_recall.rebuild_index('m3', 8, 32);
+SELECT pg_get_indexdef('convctx_recall.turn_embedding_model_1'::regclass);
+SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
+CREATE SCHEMA vectors;
+ALTER EXTENSION vector SET SCHEMA vectors;
+SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
+SELECT convctx_recall.rebuild_index('m3');
+SELECT pg_get_indexdef('convctx_recall.turn_embedding_model_1'::regclass);
+SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('nope')$$);
+SELECT convctx_recall.drop_model('m3');
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+SELECT count(*) FROM convctx_recall.turn_embedding;
+SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'convctx_recall.turn_embedding'::regclass ORDER BY 1;
+-- \df+ says what each function does
+SELECT p.proname, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
+  FROM pg_proc p WHERE p.pronamespace = 'convctx_recall'::regnamespace ORDER BY 1;
+-- without the extension, redaction goes on as before
+DROP EXTENSION convctx_recall;
+SELECT convctx.redact_session('s-a');
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+DROP SCHEMA recall_app_schema CASCADE;
+SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin']) r;
+DROP TABLE ids;
+DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_schema_owner;
