@@ -21,8 +21,7 @@
 -- As for convctx (convctx--0.5.0.sql): the schema must belong to the
 -- extension's owner, who must be convctx's owner (the functions run as that
 -- owner), and nobody else may create in it. The schema of extension vector
--- is named by the statements too; src/recall.c checks it before every use,
--- and this checks it once here, so that the install says what is wrong.
+-- is named by the statements too; src/recall.c checks it before every use.
 DO $guard$
 DECLARE
     creators pg_catalog.text;

@@ -47,6 +47,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -73,8 +74,9 @@
  */
 #define RECALL_EXACT_BELOW 10000
 
-/* The largest k of a recall. */
+/* The largest k of a recall, and the most turns a work list returns at once. */
 #define RECALL_MAX_K 1000
+#define RECALL_MAX_WORK 10000
 
 /*
  * What RecallCatalog found; forgotten when any schema changes (the
@@ -82,7 +84,7 @@
  */
 static bool recall_checked = false;
 static bool recall_installed = false;
-static bool recall_plans_stale = false;
+static bool vector_checked = false;
 static Oid	vector_type = InvalidOid;
 static Oid	embedding_relid = InvalidOid;
 static char *vector_schema = NULL;	/* quoted, in TopMemoryContext */
@@ -111,35 +113,30 @@ typedef struct ModelPlans
 
 static ModelPlans *model_plans = NULL;
 
+/*
+ * What the check depends on changed, or may have: a schema (a rename),
+ * a relation (DROP EXTENSION convctx_recall leaves the schema, so only its
+ * table says it is gone), a type (ALTER EXTENSION vector SET SCHEMA), a
+ * role, a membership or a database (who may change pgvector's schema).
+ * Checked again before the next use; the plans are freed then if what they
+ * name changed (RecallCatalog).
+ */
 static void
 RecallInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
 	recall_checked = false;
-	/* freed before the next statement, not while a cache is rebuilt */
-	recall_plans_stale = true;
-}
-
-/*
- * DROP EXTENSION convctx_recall leaves its schema (as CREATE EXTENSION may
- * have found it), so the table's own invalidation says it is gone; and
- * while it is not installed, any relation's may be its creation.
- */
-static void
-RecallRelInvalidate(Datum arg, Oid relid)
-{
-	if (!recall_installed || relid == InvalidOid || relid == embedding_relid)
-		recall_checked = false;
-	/* a model's number names other dimensions after the extension is made again */
-	if (relid == InvalidOid || relid == embedding_relid)
-		recall_plans_stale = true;
+	vector_checked = false;
 }
 
 /* From _PG_init. */
 void
 RecallInit(void)
 {
-	CacheRegisterSyscacheCallback(NAMESPACEOID, RecallInvalidate, (Datum) 0);
-	CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
+	int			caches[] = {NAMESPACEOID, RELOID, TYPEOID, AUTHOID, AUTHMEMROLEMEM, DATABASEOID};
+	int			i;
+
+	for (i = 0; i < (int) lengthof(caches); i++)
+		CacheRegisterSyscacheCallback(caches[i], RecallInvalidate, (Datum) 0);
 }
 
 /* Free every kept plan of this file: the schemas they name may have changed. */
@@ -166,7 +163,6 @@ RecallFreePlans(void)
 		model_plans = m->next;
 		pfree(m);
 	}
-	recall_plans_stale = false;
 }
 
 /*
@@ -223,14 +219,18 @@ SchemaTrusted(Oid nsp)
  *	- its version is the library's and it belongs to convctx's owner (the
  *	  statements run as that owner);
  *	- the schema named convctx_recall is the extension's;
- *	- the schema of extension vector, which the statements name, is one
- *	  that only a superuser can change (SchemaTrusted): its owner could
- *	  otherwise rename it and create another of its name, with a type and
- *	  an operator that the statements would then call as the owner.
- * Returns whether convctx_recall is installed.
+ *	- with vector_too, for the statements that name pgvector's type and
+ *	  operator: the schema of extension vector is one that only a
+ *	  superuser can change (SchemaTrusted); its owner could otherwise
+ *	  rename it and create another of its name, with a type and an
+ *	  operator that the statements would then call as the owner. The
+ *	  deletes of redaction and erasure name nothing of pgvector's and do
+ *	  not depend on it.
+ * The kept plans are freed when the table or pgvector's schema they name
+ * is another one. Returns whether convctx_recall is installed.
  */
 static bool
-RecallCatalog(void)
+RecallCatalog(bool vector_too)
 {
 	Oid			nsp,
 				owner,
@@ -239,68 +239,81 @@ RecallCatalog(void)
 				relid;
 	char	   *version,
 			   *vector_version;
+	const char *schema;
 	AttrNumber	att;
 
-	if (recall_plans_stale)
-		RecallFreePlans();
-	if (recall_checked)
+	if (!recall_checked)
+	{
+		recall_installed = ExtensionLookup("convctx_recall", &nsp, &owner, &version);
+		relid = InvalidOid;
+		if (recall_installed)
+		{
+			if (!creating_extension && strcmp(version, CONVCTX_VERSION) != 0)
+				ereport(ERROR,
+						errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("convctx library version %s does not match the installed convctx_recall version %s",
+							   CONVCTX_VERSION, version),
+						errhint("Run ALTER EXTENSION convctx_recall UPDATE."));
+			if (owner != ConvctxOwner())
+				ereport(ERROR,
+						errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("extension \"convctx_recall\" does not belong to the owner of extension \"convctx\""),
+						errhint("Drop convctx_recall and create it as the role that created convctx."));
+			if (get_namespace_oid("convctx_recall", true) != nsp)
+				ereport(ERROR,
+						errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("schema \"convctx_recall\" is not the schema of extension \"convctx_recall\""),
+						errhint("Rename the schemas back; convctx's statements name schema convctx_recall."));
+			relid = get_relname_relid("turn_embedding", nsp);
+			if (!OidIsValid(relid))
+				elog(ERROR, "convctx_recall.turn_embedding does not exist");
+		}
+		/* a model's number may name other dimensions in a table made again */
+		if (relid != embedding_relid)
+			RecallFreePlans();
+		embedding_relid = relid;
+		recall_checked = true;
+	}
+	if (!recall_installed || !vector_too || vector_checked)
 		return recall_installed;
 
-	recall_installed = ExtensionLookup("convctx_recall", &nsp, &owner, &version);
-	if (recall_installed)
+	if (!ExtensionLookup("vector", &vector_nsp, &vector_owner, &vector_version))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("extension \"vector\" is not installed"),
+				errhint("Run CREATE EXTENSION vector."));
+	if (!SchemaTrusted(vector_nsp))
+		ereport(ERROR,
+				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				errmsg("schema \"%s\" of extension \"vector\" can be changed by roles that are not superusers",
+					   get_namespace_name(vector_nsp)),
+				errdetail("convctx names pgvector's type and operators with their schema, and runs them as its owner."),
+				errhint("Move pgvector to a schema that only a superuser owns and creates in: CREATE SCHEMA vectors; ALTER EXTENSION vector SET SCHEMA vectors;"));
+	att = get_attnum(embedding_relid, "embedding");
+	if (att == InvalidAttrNumber)
+		elog(ERROR, "convctx_recall.turn_embedding.embedding does not exist");
+	vector_type = get_atttype(embedding_relid, att);
 	{
-		if (!creating_extension && strcmp(version, CONVCTX_VERSION) != 0)
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("convctx library version %s does not match the installed convctx_recall version %s",
-						   CONVCTX_VERSION, version),
-					errhint("Run ALTER EXTENSION convctx_recall UPDATE."));
-		if (owner != ConvctxOwner())
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("extension \"convctx_recall\" does not belong to the owner of extension \"convctx\""),
-					errhint("Run ALTER EXTENSION ... OWNER is not possible: drop convctx_recall and create it as the role that created convctx."));
-		if (get_namespace_oid("convctx_recall", true) != nsp)
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("schema \"convctx_recall\" is not the schema of extension \"convctx_recall\""),
-					errhint("Rename the schemas back; convctx's statements name schema convctx_recall."));
-		if (!ExtensionLookup("vector", &vector_nsp, &vector_owner, &vector_version))
-			ereport(ERROR,
-					errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					errmsg("extension \"vector\" is not installed"),
-					errhint("Run CREATE EXTENSION vector."));
-		if (!SchemaTrusted(vector_nsp))
-			ereport(ERROR,
-					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					errmsg("schema \"%s\" of extension \"vector\" can be changed by roles that are not superusers",
-						   get_namespace_name(vector_nsp)),
-					errdetail("convctx names pgvector's type and operators with their schema, and runs them as its owner."),
-					errhint("Move pgvector to a schema that only a superuser owns and creates in: CREATE SCHEMA vectors; ALTER EXTENSION vector SET SCHEMA vectors;"));
-		relid = get_relname_relid("turn_embedding", nsp);
-		att = OidIsValid(relid) ? get_attnum(relid, "embedding") : InvalidAttrNumber;
-		if (att == InvalidAttrNumber)
-			elog(ERROR, "convctx_recall.turn_embedding.embedding does not exist");
-		embedding_relid = relid;
-		vector_type = get_atttype(relid, att);
-		{
-			HeapTuple	typ = SearchSysCache1(TYPEOID, ObjectIdGetDatum(vector_type));
-			bool		ours = HeapTupleIsValid(typ) &&
-				((Form_pg_type) GETSTRUCT(typ))->typnamespace == vector_nsp &&
-				strcmp(NameStr(((Form_pg_type) GETSTRUCT(typ))->typname), "vector") == 0;
+		HeapTuple	typ = SearchSysCache1(TYPEOID, ObjectIdGetDatum(vector_type));
+		bool		ours = HeapTupleIsValid(typ) &&
+			((Form_pg_type) GETSTRUCT(typ))->typnamespace == vector_nsp &&
+			strcmp(NameStr(((Form_pg_type) GETSTRUCT(typ))->typname), "vector") == 0;
 
-			if (HeapTupleIsValid(typ))
-				ReleaseSysCache(typ);
-			if (!ours)
-				elog(ERROR, "convctx_recall.turn_embedding.embedding is not of pgvector's type");
-		}
+		if (HeapTupleIsValid(typ))
+			ReleaseSysCache(typ);
+		if (!ours)
+			elog(ERROR, "convctx_recall.turn_embedding.embedding is not of pgvector's type");
+	}
+	schema = quote_identifier(get_namespace_name(vector_nsp));
+	if (vector_schema == NULL || strcmp(vector_schema, schema) != 0)
+	{
+		RecallFreePlans();
 		if (vector_schema)
 			pfree(vector_schema);
-		vector_schema = MemoryContextStrdup(TopMemoryContext,
-											quote_identifier(get_namespace_name(vector_nsp)));
+		vector_schema = MemoryContextStrdup(TopMemoryContext, schema);
 	}
-	recall_checked = true;
-	return recall_installed;
+	vector_checked = true;
+	return true;
 }
 
 /* ERROR unless convctx_recall can run here; from every function of it. */
@@ -308,7 +321,7 @@ static void
 RecallCheck(const char *function)
 {
 	VariantRefuse(function, "Semantic recall runs on a single server.");
-	if (!RecallCatalog())
+	if (!RecallCatalog(true))
 		ereport(ERROR,
 				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				errmsg("extension \"convctx_recall\" is not installed in this database"),
@@ -424,20 +437,50 @@ RecallPlan(RecallKind kind, int32 model_no, int32 dims)
 }
 
 /*
+ * Lock the tables a recall statement reads, then check the catalog again:
+ * taking a lock is where a backend takes in others' catalog changes, so
+ * with every lock held, the statement is planned (or planned again from
+ * its text) against the schemas just checked, never against a rename
+ * that came in between.
+ */
+static void
+RecallLockAndCheck(void)
+{
+	Oid			nsp = ConvctxNamespace();
+
+	LockRelationOid(embedding_relid, AccessShareLock);
+	LockRelationOid(get_relname_relid("turn", nsp), AccessShareLock);
+	LockRelationOid(get_relname_relid("session_link", nsp), AccessShareLock);
+	if (!RecallCatalog(true))
+		ereport(ERROR,
+				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				errmsg("extension \"convctx_recall\" is not installed in this database"));
+}
+
+/*
  * Run a model's recall statement of a kind; the tenant-wide one through
  * the index, with pgvector's iterative index scan, so that the scan goes
  * on until k rows passed the tenant's and the turn's filters (pgvector
  * 0.8), and with sorts off, so that the planner takes the index. The
- * settings are undone when the statement ends.
+ * index holds every tenant's embeddings, so how far a scan goes is not
+ * the caller's to set: ef_search and max_scan_tuples are pgvector's
+ * defaults here, whatever the caller set. The settings are undone when
+ * the statement ends.
  */
 static void
 RecallRun(RecallKind kind, int32 model_no, int32 dims, Datum *values, const char *nulls)
 {
-	int			nestlevel = NewGUCNestLevel();
+	int			nestlevel;
 
+	RecallLockAndCheck();
+	nestlevel = NewGUCNestLevel();
 	if (kind == RECALL_TENANT_INDEX)
 	{
 		(void) set_config_option("hnsw.iterative_scan", "strict_order", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("hnsw.ef_search", "40", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option("hnsw.max_scan_tuples", "20000", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		(void) set_config_option("enable_sort", "off", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
@@ -708,6 +751,12 @@ convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
 	RecallCheck("convctx_recall.unembedded_turns()");
 	model = ArgRequiredId(fcinfo, 0, "model");
 	max_turns = ArgLimit(fcinfo, 1, "max_turns");
+	if (max_turns > RECALL_MAX_WORK)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("max_turns must be at most %d", RECALL_MAX_WORK),
+				errdetail("Got %d.", max_turns),
+				errhint("Take the work list in steps: pass the last pair of one call to the next."));
 	after_session = ArgOptionalId(fcinfo, 2, "after_session_id");
 	after_turn = PG_ARGISNULL(3) ? NULL : PG_GETARG_UUID_P(3);
 	if ((after_session == NULL) != (after_turn == NULL))
@@ -764,7 +813,7 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	Int64GetDatum(turn_no)};
 
-	if (!RecallCatalog())
+	if (!RecallCatalog(false))
 		return;
 	if (turn_no > 0)
 		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_turn_plan,
@@ -791,7 +840,7 @@ RecallForgetSessions(text *tenant, Datum sessions)
 	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
 	Datum		values[2] = {PointerGetDatum(tenant), sessions};
 
-	if (!RecallCatalog())
+	if (!RecallCatalog(false))
 		return;
 	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_sessions_plan,
 									 "DELETE FROM convctx_recall.turn_embedding"

@@ -90,6 +90,7 @@ SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0]', 'm3')$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[1,0,0]', 'm3', 1.5)$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[1,0,0]', 'm3', 'NaN')$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.unembedded_turns('m3', 10, 's-a')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.unembedded_turns('m3', 10001)$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', repeat('m', 2000))$$);
 SELECT count(*) FROM convctx_recall.turn_embedding;
 
