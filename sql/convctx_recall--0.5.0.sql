@@ -51,6 +51,12 @@ BEGIN
                   AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall')
        OR EXISTS (SELECT FROM pg_catalog.pg_proc p, pg_catalog.pg_namespace n
                    WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
+                     AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall')
+       OR EXISTS (SELECT FROM pg_catalog.pg_type t, pg_catalog.pg_namespace n
+                   WHERE t.typnamespace OPERATOR(pg_catalog.=) n.oid
+                     AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall')
+       OR EXISTS (SELECT FROM pg_catalog.pg_operator o, pg_catalog.pg_namespace n
+                   WHERE o.oprnamespace OPERATOR(pg_catalog.=) n.oid
                      AND n.nspname OPERATOR(pg_catalog.=) 'convctx_recall') THEN
         RAISE EXCEPTION 'schema convctx_recall holds objects that are not the extension''s'
             USING ERRCODE = 'insufficient_privilege',
@@ -67,13 +73,15 @@ CREATE TABLE convctx_recall.model (
     model       text COLLATE "C" NOT NULL,
     model_no    integer GENERATED ALWAYS AS IDENTITY,
     dimensions  integer NOT NULL CHECK (dimensions BETWEEN 1 AND 2000),
+    m           integer NOT NULL DEFAULT 16,
+    ef_construction integer NOT NULL DEFAULT 64,
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     CONSTRAINT model_pkey PRIMARY KEY (model),
     CONSTRAINT model_no_key UNIQUE (model_no)
 );
 
 COMMENT ON TABLE convctx_recall.model IS
-    'embedding models the app stores embeddings of (add_model): each with its dimensions and its HNSW index turn_embedding_model_<model_no>';
+    'embedding models the app stores embeddings of (add_model): each with its dimensions and the HNSW settings of its tenants'' indexes';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model', '');
 
@@ -82,9 +90,13 @@ SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model', '');
 ------------------------------------------------------------------------------
 
 -- The column has no dimensions, so that models of different dimensions
--- share the table; each model's index is partial on the model and built on
--- the embedding cast to its dimensions, as pgvector's README shows for
--- vectors of several sizes in one column.
+-- share the table. A tenant with many embeddings of a model has its own
+-- HNSW index (index_tenants), partial on the model and the tenant and built
+-- on the embedding cast to the model's dimensions, as pgvector's README
+-- shows for vectors of several sizes in one column: a search through it
+-- reads nothing of another tenant's, so that neither its results nor its
+-- time depend on another tenant's embeddings. The others are compared one
+-- by one.
 CREATE TABLE convctx_recall.turn_embedding (
     tenant_id   text COLLATE "C" NOT NULL,
     session_id  text COLLATE "C" NOT NULL,
@@ -99,14 +111,30 @@ CREATE TABLE convctx_recall.turn_embedding (
         REFERENCES convctx_recall.model (model_no) ON DELETE CASCADE
 );
 
--- A tenant's embeddings of a model: counted to choose an exact search for
--- a tenant that holds few of them (src/recall.c).
+-- A tenant's embeddings of a model: its exact search, and the counts of
+-- index_tenants.
 CREATE INDEX turn_embedding_tenant ON convctx_recall.turn_embedding (tenant_id, model_no);
 
 COMMENT ON TABLE convctx_recall.turn_embedding IS
     'one embedding per turn and model, brought by the app (store_embedding); deleted with its turn, and by redaction and erasure of it';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.turn_embedding', '');
+
+-- The tenants that have their own index of a model:
+-- turn_embedding_<model_no>_<index_no>.
+CREATE TABLE convctx_recall.tenant_index (
+    model_no    integer NOT NULL REFERENCES convctx_recall.model (model_no) ON DELETE CASCADE,
+    tenant_id   text COLLATE "C" NOT NULL,
+    index_no    integer GENERATED ALWAYS AS IDENTITY,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    CONSTRAINT tenant_index_pkey PRIMARY KEY (model_no, tenant_id),
+    CONSTRAINT tenant_index_no_key UNIQUE (index_no)
+);
+
+COMMENT ON TABLE convctx_recall.tenant_index IS
+    'the tenants with an HNSW index of their own for a model (index_tenants): turn_embedding_<model_no>_<index_no>; the others are searched exactly';
+
+SELECT pg_catalog.pg_extension_config_dump('convctx_recall.tenant_index', '');
 
 ------------------------------------------------------------------------------
 -- Functions
@@ -157,7 +185,7 @@ COMMENT ON FUNCTION convctx_recall.answered_before(vector, text, double precisio
     'the nearest answered live turn of the tenant (or of an identity) when its cosine similarity to the embedding is at least min_similarity: a semantic answer cache';
 
 -- Administration: run by a superuser (nobody else may execute them), as
--- the caller; they create, drop and rebuild the models' indexes.
+-- the caller; they create, drop and rebuild the tenants' indexes.
 CREATE FUNCTION convctx_recall.add_model(model text, dimensions integer,
                                          m integer DEFAULT 16, ef_construction integer DEFAULT 64)
 RETURNS integer
@@ -177,18 +205,18 @@ BEGIN
             USING ERRCODE = 'duplicate_object',
                   HINT = 'Register a model of other dimensions under another name, or drop this one first (drop_model).';
     END IF;
-    INSERT INTO convctx_recall.model (model, dimensions) VALUES (add_model.model, add_model.dimensions)
+    INSERT INTO convctx_recall.model (model, dimensions, m, ef_construction)
+    VALUES (add_model.model, add_model.dimensions, add_model.m, add_model.ef_construction)
     RETURNING model_no INTO no;
-    PERFORM convctx_recall.rebuild_index(add_model.model, m, ef_construction);
     RETURN no;
 END
 $$;
 
 COMMENT ON FUNCTION convctx_recall.add_model(text, integer, integer, integer) IS
-    'register an embedding model with its dimensions and create its HNSW index (cosine distance; m and ef_construction as pgvector takes them); returns its number';
+    'register an embedding model with its dimensions and the HNSW settings (m, ef_construction, as pgvector takes them) of its tenants'' indexes; returns its number';
 
-CREATE FUNCTION convctx_recall.rebuild_index(model text, m integer DEFAULT 16,
-                                             ef_construction integer DEFAULT 64)
+-- The name of a tenant's index, and its definition.
+CREATE FUNCTION convctx_recall.create_tenant_index(model_no integer, tenant_id text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -197,29 +225,105 @@ DECLARE
     r record;
     vs text;
 BEGIN
-    SELECT x.model_no, x.dimensions INTO r FROM convctx_recall.model x
-     WHERE x.model OPERATOR(pg_catalog.=) rebuild_index.model;
+    SELECT x.dimensions, x.m, x.ef_construction, i.index_no INTO r
+      FROM convctx_recall.model x, convctx_recall.tenant_index i
+     WHERE x.model_no OPERATOR(pg_catalog.=) create_tenant_index.model_no
+       AND i.model_no OPERATOR(pg_catalog.=) x.model_no
+       AND i.tenant_id OPERATOR(pg_catalog.=) create_tenant_index.tenant_id;
+    SELECT pg_catalog.quote_ident(n.nspname) INTO vs
+      FROM pg_catalog.pg_extension e, pg_catalog.pg_namespace n
+     WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND n.oid OPERATOR(pg_catalog.=) e.extnamespace;
+    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_%s_%s',
+                                                create_tenant_index.model_no, r.index_no)) IS NOT NULL THEN
+        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_%s_%s',
+                                  create_tenant_index.model_no, r.index_no);
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE INDEX turn_embedding_%s_%s ON convctx_recall.turn_embedding'
+        ' USING hnsw ((embedding::%s.vector(%s)) %s.vector_cosine_ops)'
+        ' WITH (m = %s, ef_construction = %s)'
+        ' WHERE model_no OPERATOR(pg_catalog.=) %s AND tenant_id OPERATOR(pg_catalog.=) %L',
+        create_tenant_index.model_no, r.index_no, vs, r.dimensions, vs, r.m, r.ef_construction,
+        create_tenant_index.model_no, create_tenant_index.tenant_id);
+END
+$$;
+
+COMMENT ON FUNCTION convctx_recall.create_tenant_index(integer, text) IS
+    'build (again) the HNSW index of a tenant listed in tenant_index; called by index_tenants and rebuild_index';
+
+CREATE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nos integer[];
+    tenants text[];
+    i integer;
+BEGIN
+    IF index_tenants.model IS NOT NULL
+       AND NOT EXISTS (SELECT FROM convctx_recall.model x WHERE x.model OPERATOR(pg_catalog.=) index_tenants.model) THEN
+        RAISE EXCEPTION 'embedding model "%" is not registered', index_tenants.model
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Register it with convctx_recall.add_model(model, dimensions).';
+    END IF;
+    -- read whole before the first index is built: no scan of the table may be open then
+    SELECT pg_catalog.array_agg(g.model_no ORDER BY g.model_no, g.tenant_id),
+           pg_catalog.array_agg(g.tenant_id ORDER BY g.model_no, g.tenant_id)
+      INTO nos, tenants
+      FROM (SELECT e.model_no, e.tenant_id
+              FROM convctx_recall.turn_embedding e, convctx_recall.model x
+             WHERE x.model_no OPERATOR(pg_catalog.=) e.model_no
+               AND (index_tenants.model IS NULL OR x.model OPERATOR(pg_catalog.=) index_tenants.model)
+               AND NOT EXISTS (SELECT FROM convctx_recall.tenant_index t
+                                WHERE t.model_no OPERATOR(pg_catalog.=) e.model_no
+                                  AND t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id)
+             GROUP BY e.model_no, e.tenant_id
+            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>=) index_tenants.min_embeddings) g;
+    FOR i IN 1 .. coalesce(pg_catalog.array_length(nos, 1), 0) LOOP
+        INSERT INTO convctx_recall.tenant_index (model_no, tenant_id) VALUES (nos[i], tenants[i]);
+        PERFORM convctx_recall.create_tenant_index(nos[i], tenants[i]);
+    END LOOP;
+    RETURN coalesce(pg_catalog.array_length(nos, 1), 0);
+END
+$$;
+
+COMMENT ON FUNCTION convctx_recall.index_tenants(text, bigint) IS
+    'give every tenant with at least min_embeddings embeddings of the model (every model: NULL) an HNSW index of its own; returns how many were built; run it after a backfill, or from pg_cron';
+
+CREATE FUNCTION convctx_recall.rebuild_index(model text, m integer DEFAULT NULL,
+                                             ef_construction integer DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    no integer;
+    r record;
+    made integer := 0;
+BEGIN
+    UPDATE convctx_recall.model x
+       SET m = coalesce(rebuild_index.m, x.m),
+           ef_construction = coalesce(rebuild_index.ef_construction, x.ef_construction)
+     WHERE x.model OPERATOR(pg_catalog.=) rebuild_index.model
+    RETURNING x.model_no INTO no;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'embedding model "%" is not registered', rebuild_index.model
             USING ERRCODE = 'undefined_object',
                   HINT = 'Register it with convctx_recall.add_model(model, dimensions).';
     END IF;
-    SELECT pg_catalog.quote_ident(n.nspname) INTO vs
-      FROM pg_catalog.pg_extension e, pg_catalog.pg_namespace n
-     WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND n.oid OPERATOR(pg_catalog.=) e.extnamespace;
-    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_model_%s', r.model_no)) IS NOT NULL THEN
-        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_model_%s', r.model_no);
-    END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE INDEX turn_embedding_model_%s ON convctx_recall.turn_embedding'
-        ' USING hnsw ((embedding::%s.vector(%s)) %s.vector_cosine_ops)'
-        ' WITH (m = %s, ef_construction = %s) WHERE model_no OPERATOR(pg_catalog.=) %s',
-        r.model_no, vs, r.dimensions, vs, m, ef_construction, r.model_no);
+    FOR r IN SELECT i.tenant_id FROM convctx_recall.tenant_index i
+              WHERE i.model_no OPERATOR(pg_catalog.=) no ORDER BY i.tenant_id
+    LOOP
+        PERFORM convctx_recall.create_tenant_index(no, r.tenant_id);
+        made := made OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN made;
 END
 $$;
 
 COMMENT ON FUNCTION convctx_recall.rebuild_index(text, integer, integer) IS
-    'drop and build again the HNSW index of a model from the stored embeddings';
+    'build the tenants'' HNSW indexes of a model again from the stored embeddings, with new settings when given; returns how many';
 
 CREATE FUNCTION convctx_recall.drop_model(model text)
 RETURNS bigint
@@ -227,26 +331,28 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    no integer;
     r record;
     n bigint;
 BEGIN
-    SELECT x.model_no INTO r FROM convctx_recall.model x
+    SELECT x.model_no INTO no FROM convctx_recall.model x
      WHERE x.model OPERATOR(pg_catalog.=) drop_model.model;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_model_%s', r.model_no)) IS NOT NULL THEN
-        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_model_%s', r.model_no);
-    END IF;
-    DELETE FROM convctx_recall.turn_embedding e WHERE e.model_no OPERATOR(pg_catalog.=) r.model_no;
+    FOR r IN SELECT i.index_no FROM convctx_recall.tenant_index i WHERE i.model_no OPERATOR(pg_catalog.=) no
+    LOOP
+        EXECUTE pg_catalog.format('DROP INDEX IF EXISTS convctx_recall.turn_embedding_%s_%s', no, r.index_no);
+    END LOOP;
+    DELETE FROM convctx_recall.turn_embedding e WHERE e.model_no OPERATOR(pg_catalog.=) no;
     GET DIAGNOSTICS n = ROW_COUNT;
-    DELETE FROM convctx_recall.model x WHERE x.model_no OPERATOR(pg_catalog.=) r.model_no;
+    DELETE FROM convctx_recall.model x WHERE x.model_no OPERATOR(pg_catalog.=) no;
     RETURN n;
 END
 $$;
 
 COMMENT ON FUNCTION convctx_recall.drop_model(text) IS
-    'delete a model, its embeddings and its index; returns how many embeddings were deleted';
+    'delete a model, its embeddings and its tenants'' indexes; returns how many embeddings were deleted';
 
 ------------------------------------------------------------------------------
 -- Privileges

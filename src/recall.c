@@ -66,14 +66,6 @@
 #include "turns.h"
 #include "variant.h"
 
-/*
- * A tenant with fewer embeddings of a model than this is searched exactly
- * (every one of its embeddings compared): the HNSW index holds every
- * tenant's, and a tenant that is a small part of it would have the scan
- * pass over many others' before it finds k of its own.
- */
-#define RECALL_EXACT_BELOW 10000
-
 /* The largest k of a recall, and the most turns a work list returns at once. */
 #define RECALL_MAX_K 1000
 #define RECALL_MAX_WORK 10000
@@ -90,24 +82,33 @@ static Oid	embedding_relid = InvalidOid;
 static char *vector_schema = NULL;	/* quoted, in TopMemoryContext */
 
 /* Kept plans that name no model. */
-static SPIPlanPtr model_plan, store_plan, turn_exists_plan, count_plan,
+static SPIPlanPtr model_plan, store_plan, turn_exists_plan,
 			unembedded_plan, forget_turn_plan, forget_session_plan, forget_sessions_plan;
 
-/* The statements of a model (RECALL_SQL), by scope. */
+/* The statements of a model (RecallSql), by scope. */
 typedef enum RecallKind
 {
-	RECALL_TENANT_INDEX,		/* the tenant's, through the model's HNSW index */
+	RECALL_TENANT_INDEX,		/* the tenant's, through its own HNSW index */
 	RECALL_TENANT_EXACT,		/* the tenant's, each compared */
 	RECALL_SESSION,				/* a session's, each compared */
 	RECALL_IDENTITY,			/* an identity's sessions', each compared */
 	RECALL_KINDS
 } RecallKind;
 
+/* The statement through a tenant's own index names the tenant. */
+typedef struct TenantPlan
+{
+	char	   *tenant;
+	SPIPlanPtr	plan;
+	struct TenantPlan *next;
+} TenantPlan;
+
 typedef struct ModelPlans
 {
 	int32		model_no;
 	int32		dims;
-	SPIPlanPtr	plans[RECALL_KINDS];
+	SPIPlanPtr	plans[RECALL_KINDS];	/* but RECALL_TENANT_INDEX */
+	TenantPlan *tenants;
 	struct ModelPlans *next;
 } ModelPlans;
 
@@ -143,7 +144,7 @@ RecallInit(void)
 static void
 RecallFreePlans(void)
 {
-	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan, &count_plan,
+	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan,
 	&unembedded_plan, &forget_turn_plan, &forget_session_plan, &forget_sessions_plan};
 	int			i;
 
@@ -160,6 +161,16 @@ RecallFreePlans(void)
 		for (i = 0; i < RECALL_KINDS; i++)
 			if (m->plans[i])
 				SPI_freeplan(m->plans[i]);
+		while (m->tenants)
+		{
+			TenantPlan *t = m->tenants;
+
+			if (t->plan)
+				SPI_freeplan(t->plan);
+			m->tenants = t->next;
+			pfree(t->tenant);
+			pfree(t);
+		}
 		model_plans = m->next;
 		pfree(m);
 	}
@@ -328,19 +339,27 @@ RecallCheck(const char *function)
 				errhint("Run CREATE EXTENSION convctx_recall (it needs pgvector)."));
 }
 
-/* A model's number and dimensions; 42704 when it is not registered. SPI connected. */
+/*
+ * A model's number and dimensions, and whether tenant (when not NULL) has
+ * an index of its own for it (index_tenants); 42704 when the model is not
+ * registered. SPI connected.
+ */
 static void
-ModelLookup(text *model, int32 *model_no, int32 *dims)
+ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, bool *indexed)
 {
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {PointerGetDatum(model)};
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {PointerGetDatum(model), PointerGetDatum(tenant)};
+	char		nulls[2] = {' ', tenant ? ' ' : 'n'};
 	bool		isnull;
 
 	SpiRunPlan(SpiKeptPlan(&model_plan,
-						   "SELECT model_no, dimensions FROM convctx_recall.model"
-						   " WHERE model OPERATOR(pg_catalog.=) $1",
-						   1, argtypes),
-			   values, NULL, true, 1, SPI_OK_SELECT);
+						   "SELECT m.model_no, m.dimensions,"
+						   "       EXISTS (SELECT FROM convctx_recall.tenant_index i"
+						   "                WHERE i.model_no OPERATOR(pg_catalog.=) m.model_no"
+						   "                  AND i.tenant_id OPERATOR(pg_catalog.=) $2)"
+						   "  FROM convctx_recall.model m WHERE m.model OPERATOR(pg_catalog.=) $1",
+						   2, argtypes),
+			   values, nulls, true, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -349,6 +368,8 @@ ModelLookup(text *model, int32 *model_no, int32 *dims)
 						text_to_cstring(model)));
 	*model_no = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*dims = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (indexed)
+		*indexed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 }
 
 /*
@@ -378,21 +399,27 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
 /*
  * The statement of a model's recall of one kind: $1 tenant, $2 the query
  * embedding, $3 k, $4 whether turns without an answer count, $5 the
- * session or the identity. Only RECALL_TENANT_INDEX orders by the
- * expression the model's index holds; the exact kinds break ties by key.
+ * session or the identity. RECALL_TENANT_INDEX names the tenant and orders
+ * by the expression of the tenant's own index (convctx_recall.index_tenants:
+ * partial on the model and the tenant, on the embedding cast to the
+ * model's dimensions), so that the planner can prove the index covers it;
+ * the exact kinds break ties by key.
  */
 static char *
-RecallSql(RecallKind kind, int32 model_no, int32 dims)
+RecallSql(RecallKind kind, int32 model_no, int32 dims, const char *tenant)
 {
 	const char *vs = vector_schema;
 	char	   *distance = psprintf("(e.embedding OPERATOR(%s.<=>) $2)", vs);
-	const char *order = kind == RECALL_TENANT_INDEX
-		? psprintf("(e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))",
-				   vs, dims, vs, vs, dims)
-		: psprintf("%s, e.session_id, e.turn_id", distance);
+	const char *order = psprintf("%s, e.session_id, e.turn_id", distance);
 	const char *scope = "";
 
-	if (kind == RECALL_SESSION)
+	if (kind == RECALL_TENANT_INDEX)
+	{
+		scope = psprintf(" AND e.tenant_id OPERATOR(pg_catalog.=) %s", quote_literal_cstr(tenant));
+		order = psprintf("(e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))",
+						 vs, dims, vs, vs, dims);
+	}
+	else if (kind == RECALL_SESSION)
 		scope = " AND e.session_id OPERATOR(pg_catalog.=) $5";
 	else if (kind == RECALL_IDENTITY)
 		scope = " AND e.session_id OPERATOR(pg_catalog.=) ANY (ARRAY("
@@ -415,12 +442,14 @@ RecallSql(RecallKind kind, int32 model_no, int32 dims)
 					distance, model_no, scope, order);
 }
 
-/* The kept plan of a model's recall of one kind. */
+/* The kept plan of a model's recall of one kind (for the tenant's index, the tenant's). */
 static SPIPlanPtr
-RecallPlan(RecallKind kind, int32 model_no, int32 dims)
+RecallPlan(RecallKind kind, int32 model_no, int32 dims, text *tenant)
 {
 	Oid			argtypes[5] = {TEXTOID, vector_type, INT4OID, BOOLOID, TEXTOID};
 	ModelPlans *m;
+	TenantPlan *t;
+	char	   *name;
 
 	for (m = model_plans; m; m = m->next)
 		if (m->model_no == model_no)
@@ -433,7 +462,21 @@ RecallPlan(RecallKind kind, int32 model_no, int32 dims)
 		m->next = model_plans;
 		model_plans = m;
 	}
-	return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims), 5, argtypes);
+	if (kind != RECALL_TENANT_INDEX)
+		return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims, NULL), 5, argtypes);
+
+	name = text_to_cstring(tenant);
+	for (t = m->tenants; t; t = t->next)
+		if (strcmp(t->tenant, name) == 0)
+			break;
+	if (t == NULL)
+	{
+		t = MemoryContextAllocZero(TopMemoryContext, sizeof(TenantPlan));
+		t->tenant = MemoryContextStrdup(TopMemoryContext, name);
+		t->next = m->tenants;
+		m->tenants = t;
+	}
+	return SpiKeptPlan(&t->plan, RecallSql(kind, model_no, dims, name), 5, argtypes);
 }
 
 /*
@@ -458,17 +501,18 @@ RecallLockAndCheck(void)
 }
 
 /*
- * Run a model's recall statement of a kind; the tenant-wide one through
- * the index, with pgvector's iterative index scan, so that the scan goes
- * on until k rows passed the tenant's and the turn's filters (pgvector
- * 0.8), and with sorts off, so that the planner takes the index. The
- * index holds every tenant's embeddings, so how far a scan goes is not
- * the caller's to set: ef_search and max_scan_tuples are pgvector's
- * defaults here, whatever the caller set. The settings are undone when
- * the statement ends.
+ * Run a model's recall statement of a kind; through the tenant's own
+ * index with pgvector's iterative index scan, so that the scan goes on
+ * until k rows passed the turn's filters (a replaced version, a question
+ * without an answer), and with sorts off, so that the planner takes the
+ * index. The index holds the tenant's embeddings only, so its scan depends
+ * on nothing of another tenant's; hnsw.ef_search and hnsw.max_scan_tuples
+ * are the caller's to set. The settings are undone when the statement
+ * ends.
  */
 static void
-RecallRun(RecallKind kind, int32 model_no, int32 dims, Datum *values, const char *nulls)
+RecallRun(RecallKind kind, int32 model_no, int32 dims, text *tenant, Datum *values,
+		  const char *nulls)
 {
 	int			nestlevel;
 
@@ -478,42 +522,21 @@ RecallRun(RecallKind kind, int32 model_no, int32 dims, Datum *values, const char
 	{
 		(void) set_config_option("hnsw.iterative_scan", "strict_order", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-		(void) set_config_option("hnsw.ef_search", "40", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-		(void) set_config_option("hnsw.max_scan_tuples", "20000", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		(void) set_config_option("enable_sort", "off", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	}
-	SpiRunBulkPlan(RecallPlan(kind, model_no, dims), values, nulls, true, 0, SPI_OK_SELECT);
+	SpiRunBulkPlan(RecallPlan(kind, model_no, dims, tenant), values, nulls, true, 0,
+				   SPI_OK_SELECT);
 	AtEOXact_GUC(true, nestlevel);
 }
 
 /*
- * How many embeddings of the model the tenant has, counted up to
- * RECALL_EXACT_BELOW. SPI connected.
- */
-static int64
-TenantEmbeddings(text *tenant, int32 model_no)
-{
-	Oid			argtypes[3] = {TEXTOID, INT4OID, INT8OID};
-	Datum		values[3] = {PointerGetDatum(tenant), Int32GetDatum(model_no),
-	Int64GetDatum(RECALL_EXACT_BELOW)};
-
-	SpiRunBulkPlan(SpiKeptPlan(&count_plan,
-							   "SELECT pg_catalog.count(*) FROM (SELECT FROM convctx_recall.turn_embedding e"
-							   " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
-							   "   AND e.model_no OPERATOR(pg_catalog.=) $2 LIMIT $3) s",
-							   3, argtypes),
-				   values, NULL, true, 0, SPI_OK_SELECT);
-	return SpiFirstInt8();
-}
-
-/*
  * The k nearest live, current turns of the tenant to the query embedding
- * under a model, nearest first, as the function's rows: of a session, of
- * an identity's sessions (scope_key), or of the whole tenant; with
- * finalized_only, only answered turns.
+ * (argument embedding_arg) under a model, nearest first, left in SPI's
+ * result: of a session, of an identity's sessions (scope_key), or with
+ * scope RECALL_TENANT_INDEX of the whole tenant, through its own index
+ * when it has one, else each compared; with finalized_only, only answered
+ * turns. SPI connected.
  */
 static void
 Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, int32 k,
@@ -521,22 +544,19 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 {
 	int32		model_no,
 				dims;
+	bool		indexed;
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n'};
 
-	SPI_connect();
-	ModelLookup(model, &model_no, &dims);
+	ModelLookup(model, tenant, &model_no, &dims, &indexed);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = ArgEmbedding(fcinfo, embedding_arg, dims);
 	values[2] = Int32GetDatum(k);
 	values[3] = BoolGetDatum(!finalized_only);
 	values[4] = PointerGetDatum(scope_key);
-	if (scope == RECALL_TENANT_INDEX &&
-		TenantEmbeddings(tenant, model_no) < RECALL_EXACT_BELOW)
+	if (scope == RECALL_TENANT_INDEX && !indexed)
 		scope = RECALL_TENANT_EXACT;
-	RecallRun(scope, model_no, dims, values, nulls);
-	SpiRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
-	SPI_finish();
+	RecallRun(scope, model_no, dims, tenant, values, nulls);
 }
 
 /* k, 1 to RECALL_MAX_K (22023). */
@@ -578,9 +598,12 @@ convctx_recall_recall(PG_FUNCTION_ARGS)
 				errmsg("recall takes a session_id or an identity_id, not both"),
 				errhint("Leave both NULL to recall from every conversation of the tenant."));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
 	Recall(fcinfo, CurrentTenant(), model, 0, k,
 		   session_id ? RECALL_SESSION : identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX,
 		   session_id ? session_id : identity_id, false);
+	SpiRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
+	SPI_finish();
 	return (Datum) 0;
 }
 
@@ -613,46 +636,30 @@ convctx_recall_answered_before(PG_FUNCTION_ARGS)
 	identity_id = ArgOptionalId(fcinfo, 3, "identity_id");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	desc = rsinfo->setDesc;
+	if (desc->natts != 5)
+		elog(ERROR, "answered_before is declared with %d result columns, expected 5", desc->natts);
+
+	/* the nearest answered turn, as a recall of one, then the threshold */
+	SPI_connect();
+	Recall(fcinfo, CurrentTenant(), model, 0, 1,
+		   identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX, identity_id, true);
+	if (SPI_processed > 0)
 	{
-		/* the nearest, as a recall of one, then the threshold */
-		int32		model_no,
-					dims;
-		Datum		values[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', identity_id ? ' ' : 'n'};
-		text	   *tenant = CurrentTenant();
-		RecallKind	kind = identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX;
+		bool		n[7];
+		Datum		v[7];
+		int			c;
 
-		SPI_connect();
-		ModelLookup(model, &model_no, &dims);
-		values[0] = PointerGetDatum(tenant);
-		values[1] = ArgEmbedding(fcinfo, 0, dims);
-		values[2] = Int32GetDatum(1);
-		values[3] = BoolGetDatum(false);
-		values[4] = PointerGetDatum(identity_id);
-		if (kind == RECALL_TENANT_INDEX && TenantEmbeddings(tenant, model_no) < RECALL_EXACT_BELOW)
-			kind = RECALL_TENANT_EXACT;
-		RecallRun(kind, model_no, dims, values, nulls);
-		if (SPI_processed > 0)
+		for (c = 0; c < 7; c++)
+			v[c] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1, &n[c]);
+		if (!n[0] && 1.0 - DatumGetFloat8(v[0]) >= min_similarity)
 		{
-			bool		n[7];
-			Datum		v[7];
-			int			c;
+			Datum		row[5] = {Float8GetDatum(1.0 - DatumGetFloat8(v[0])), v[1], v[2], v[5], v[6]};
+			bool		row_nulls[5] = {false, n[1], n[2], n[5], n[6]};
 
-			for (c = 0; c < 7; c++)
-				v[c] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1, &n[c]);
-			if (!n[0] && 1.0 - DatumGetFloat8(v[0]) >= min_similarity)
-			{
-				Datum		row[5] = {Float8GetDatum(1.0 - DatumGetFloat8(v[0])), v[1], v[2], v[5], v[6]};
-				bool		row_nulls[5] = {false, n[1], n[2], n[5], n[6]};
-
-				if (desc->natts != 5)
-					elog(ERROR, "answered_before is declared with %d result columns, expected 5",
-						 desc->natts);
-				tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
-			}
+			tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
 		}
-		SPI_finish();
 	}
+	SPI_finish();
 	return (Datum) 0;
 }
 
@@ -690,7 +697,7 @@ convctx_recall_store_embedding(PG_FUNCTION_ARGS)
 	tenant = CurrentTenant();
 
 	SPI_connect();
-	ModelLookup(model, &model_no, &dims);
+	ModelLookup(model, NULL, &model_no, &dims, NULL);
 	argtypes[4] = vector_type;
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
@@ -773,7 +780,7 @@ convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	SPI_connect();
-	ModelLookup(model, &model_no, &dims);
+	ModelLookup(model, NULL, &model_no, &dims, NULL);
 	values[0] = PointerGetDatum(CurrentTenant());
 	values[1] = Int32GetDatum(model_no);
 	values[2] = PointerGetDatum(after_session);

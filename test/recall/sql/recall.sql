@@ -56,8 +56,23 @@ SELECT count(*) FROM convctx_recall.unembedded_turns('other');
 -- storing again replaces
 SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a3'), 'm3', '[0.1,0,1]');
 SELECT count(*) FROM convctx_recall.turn_embedding;
+-- exact while the tenant has no index of its own, then through it: the same rows
+CREATE TEMP TABLE exact AS SELECT * FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
+SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
+SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
+SELECT i.tenant_id, pg_get_indexdef(format('convctx_recall.turn_embedding_%s_%s', i.model_no, i.index_no)::regclass)
+  FROM convctx_recall.tenant_index i;
+SELECT pg_temp.try($$SELECT convctx_recall.index_tenants('nope')$$);
+SET stats_fetch_consistency = none;
+SELECT pg_stat_force_next_flush();
+CREATE TEMP TABLE scans AS SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'turn_embedding_1_1';
 SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
   FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
+SELECT pg_stat_force_next_flush();
+SELECT s.idx_scan > (SELECT idx_scan FROM scans) AS through_the_tenants_index
+  FROM pg_stat_user_indexes s WHERE indexrelname = 'turn_embedding_1_1';
+SELECT count(*) AS same_rows FROM exact x JOIN convctx_recall.recall('[1,0.05,0]', 'm3', 3) r
+    ON r.turn_id = x.turn_id AND r.distance = x.distance;
 SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
   FROM convctx_recall.recall('[1,0.05,0]', 'm3', 10, session_id => 's-b');
 SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
@@ -137,6 +152,7 @@ SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.turn_embedding$$);
 SELECT pg_temp.try($$SELECT convctx_recall.add_model('mine', 3)$$);
 SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
 SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('m3')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.index_tenants()$$);
 -- its tenant only: naming another is refused
 SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
@@ -194,17 +210,18 @@ SELECT tenant_id, session_id, count(*) FROM convctx_recall.turn_embedding GROUP 
 ------------------------------------------------------------------------------
 SET convctx.tenant = 'globex';
 SELECT convctx_recall.rebuild_index('m3', 8, 32);
-SELECT pg_get_indexdef('convctx_recall.turn_embedding_model_1'::regclass);
+SELECT pg_get_indexdef('convctx_recall.turn_embedding_1_1'::regclass);
 SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
 CREATE SCHEMA vectors;
 ALTER EXTENSION vector SET SCHEMA vectors;
 SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
 SELECT convctx_recall.rebuild_index('m3');
-SELECT pg_get_indexdef('convctx_recall.turn_embedding_model_1'::regclass);
+SELECT pg_get_indexdef('convctx_recall.turn_embedding_1_1'::regclass);
 SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('nope')$$);
 SELECT convctx_recall.drop_model('m3');
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 SELECT count(*) FROM convctx_recall.turn_embedding;
+SELECT count(*) FROM convctx_recall.tenant_index;
 SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'convctx_recall.turn_embedding'::regclass ORDER BY 1;
 -- \df+ says what each function does
 SELECT p.proname, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
@@ -215,5 +232,5 @@ SELECT convctx.redact_session('s-a');
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 DROP SCHEMA recall_app_schema CASCADE;
 SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin']) r;
-DROP TABLE ids;
+DROP TABLE ids, exact, scans;
 DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_schema_owner;
