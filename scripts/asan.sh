@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The regression and isolation suites with convctx's C code compiled with
+# The regression and isolation suites (and the recall suite, where pgvector
+# is installed) with convctx's C code compiled with
 # AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 # The sanitizer build never goes into the system PostgreSQL, which other
@@ -176,6 +177,14 @@ run_suite() {
 }
 run_suite regression ISOLATION=
 run_suite isolation REGRESS=
+# The recall suite where the copy has pgvector (scripts/run-suites.sh runs it the same way).
+if [ -f "$SHARE/extension/vector.control" ]; then
+    run_suite recall \
+        REGRESS="$(cd "$SRC/test/recall/sql" && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')" \
+        REGRESS_OPTS="--inputdir=test/recall --load-extension=convctx" \
+        ISOLATION="$(cd "$SRC/test/recall/specs" && ls *.spec | sed 's/\.spec$//' | tr '\n' ' ')" \
+        ISOLATION_OPTS="--inputdir=test/recall --load-extension=convctx"
+fi
 
 as_test_user "$PGBIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null ||
     as_test_user "$PGBIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null || true

@@ -25,7 +25,20 @@
 DO $guard$
 DECLARE
     creators pg_catalog.text;
+    distributed boolean := false;
 BEGIN
+    -- Semantic recall runs on a single server: not beside tables that
+    -- convctx.distribute() gave to Citus.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '                WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''convctx.turn''::pg_catalog.regclass)'
+           INTO distributed;
+    END IF;
+    IF distributed THEN
+        RAISE EXCEPTION 'convctx_recall does not run on a Citus cluster'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'convctx.distribute() distributed convctx''s tables; embeddings are kept beside the turns on a single server.';
+    END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.pg_extension e
                     WHERE n.nspname OPERATOR(pg_catalog.=) 'convctx_recall'
                       AND e.extname OPERATOR(pg_catalog.=) 'convctx'
