@@ -153,11 +153,23 @@ SELECT pg_temp.try($$SELECT convctx_recall.add_model('mine', 3)$$);
 SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
 SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('m3')$$);
 SELECT pg_temp.try($$SELECT convctx_recall.index_tenants()$$);
+SELECT pg_temp.try($$SELECT convctx_recall.create_tenant_index(1, 'globex')$$);
 -- its tenant only: naming another is refused
 SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 RESET convctx.tenant;
 RESET search_path;
+RESET ROLE;
+-- the tenant's administrator gets no more: no table, no administration, no other tenant
+SET ROLE recall_admin;
+SELECT session_id, turn_no FROM convctx_recall.recall('[1,0,0]', 'm3', 2);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.tenant_index$$);
+SELECT pg_temp.try($$SELECT convctx_recall.index_tenants('m3', 1)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.create_tenant_index(1, 'globex')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
+SET convctx.tenant = 'globex';
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3', 10, session_id => 's-a')$$);
+RESET convctx.tenant;
 RESET ROLE;
 SET ROLE recall_nobody;
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
