@@ -97,6 +97,7 @@ COMMENT ON TABLE convctx_recall.model IS
     'embedding models the app stores embeddings of (add_model): each with its dimensions and the HNSW settings of its tenants'' indexes';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model', '');
+SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model_model_no_seq', '');
 
 ------------------------------------------------------------------------------
 -- Embeddings
@@ -104,17 +105,19 @@ SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model', '');
 
 -- The column has no dimensions, so that models of different dimensions
 -- share the table. A tenant with many embeddings of a model has its own
--- HNSW index (index_tenants), partial on the model and the tenant and built
--- on the embedding cast to the model's dimensions, as pgvector's README
--- shows for vectors of several sizes in one column: a search through it
--- reads nothing of another tenant's, so that neither its results nor its
--- time depend on another tenant's embeddings. The others are compared one
--- by one.
+-- HNSW index (index_tenants), partial on index_no, the number the tenant's
+-- index has in tenant_index (so that the catalog, which every role reads,
+-- names no tenant), and built on the embedding cast to the model's
+-- dimensions, as pgvector's README shows for vectors of several sizes in
+-- one column: a search through it reads nothing of another tenant's, so
+-- that neither its results nor its time depend on another tenant's
+-- embeddings. The others are compared one by one.
 CREATE TABLE convctx_recall.turn_embedding (
     tenant_id   text COLLATE "C" NOT NULL,
     session_id  text COLLATE "C" NOT NULL,
     turn_id     uuid NOT NULL,
     model_no    integer NOT NULL,
+    index_no    integer,
     embedding   vector NOT NULL,
     stored_at   timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
     CONSTRAINT turn_embedding_pkey PRIMARY KEY (tenant_id, session_id, turn_id, model_no),
@@ -133,8 +136,8 @@ COMMENT ON TABLE convctx_recall.turn_embedding IS
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.turn_embedding', '');
 
--- The tenants that have their own index of a model:
--- turn_embedding_<model_no>_<index_no>.
+-- The tenants that have their own index of a model: index
+-- turn_embedding_<model_no>_<index_no>, over the rows of that index_no.
 CREATE TABLE convctx_recall.tenant_index (
     model_no    integer NOT NULL REFERENCES convctx_recall.model (model_no) ON DELETE CASCADE,
     tenant_id   text COLLATE "C" NOT NULL,
@@ -148,6 +151,7 @@ COMMENT ON TABLE convctx_recall.tenant_index IS
     'the tenants with an HNSW index of their own for a model (index_tenants): turn_embedding_<model_no>_<index_no>; the others are searched exactly';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.tenant_index', '');
+SELECT pg_catalog.pg_extension_config_dump('convctx_recall.tenant_index_index_no_seq', '');
 
 ------------------------------------------------------------------------------
 -- Functions
@@ -228,7 +232,11 @@ $$;
 COMMENT ON FUNCTION convctx_recall.add_model(text, integer, integer, integer) IS
     'register an embedding model with its dimensions and the HNSW settings (m, ef_construction, as pgvector takes them) of its tenants'' indexes; returns its number';
 
--- The name of a tenant's index, and its definition.
+-- Build (again) a tenant's index: its rows marked with its number, a new
+-- index built beside the old one, which is then dropped, so that the table
+-- is locked exclusively only for the swap. pgvector's type and operator
+-- class are named with pgvector's schema, which must be one that only a
+-- superuser can change (as src/recall.c checks before every recall).
 CREATE FUNCTION convctx_recall.create_tenant_index(model_no integer, tenant_id text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -237,27 +245,54 @@ AS $$
 DECLARE
     r record;
     vs text;
+    trusted boolean;
+    name text;
 BEGIN
     SELECT x.dimensions, x.m, x.ef_construction, i.index_no INTO r
       FROM convctx_recall.model x, convctx_recall.tenant_index i
      WHERE x.model_no OPERATOR(pg_catalog.=) create_tenant_index.model_no
        AND i.model_no OPERATOR(pg_catalog.=) x.model_no
        AND i.tenant_id OPERATOR(pg_catalog.=) create_tenant_index.tenant_id;
-    SELECT pg_catalog.quote_ident(n.nspname) INTO vs
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tenant has no index of model %', create_tenant_index.model_no
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    LOCK TABLE convctx_recall.turn_embedding IN SHARE MODE;
+    SELECT pg_catalog.quote_ident(n.nspname),
+           (CASE WHEN n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole
+                 THEN (SELECT a.rolsuper FROM pg_catalog.pg_database d, pg_catalog.pg_authid a
+                        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                          AND a.oid OPERATOR(pg_catalog.=) d.datdba)
+                 ELSE (SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) n.nspowner)
+                      OR n.nspowner OPERATOR(pg_catalog.=) (SELECT x.extowner FROM pg_catalog.pg_extension x
+                                                             WHERE x.extname OPERATOR(pg_catalog.=) 'convctx') END)
+           AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) c
+                            LEFT JOIN pg_catalog.pg_authid a ON a.oid OPERATOR(pg_catalog.=) c.grantee
+                           WHERE c.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+                             AND c.grantee OPERATOR(pg_catalog.<>) n.nspowner
+                             AND NOT coalesce(a.rolsuper, false))
+      INTO vs, trusted
       FROM pg_catalog.pg_extension e, pg_catalog.pg_namespace n
      WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND n.oid OPERATOR(pg_catalog.=) e.extnamespace;
-    IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_%s_%s',
-                                                create_tenant_index.model_no, r.index_no)) IS NOT NULL THEN
-        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_%s_%s',
-                                  create_tenant_index.model_no, r.index_no);
+    IF NOT coalesce(trusted, false) THEN
+        RAISE EXCEPTION 'the schema of extension "vector" can be changed by roles that are not superusers'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Move pgvector to a schema that only a superuser owns and creates in: CREATE SCHEMA vectors; ALTER EXTENSION vector SET SCHEMA vectors;';
     END IF;
+    UPDATE convctx_recall.turn_embedding e SET index_no = r.index_no
+     WHERE e.tenant_id OPERATOR(pg_catalog.=) create_tenant_index.tenant_id
+       AND e.model_no OPERATOR(pg_catalog.=) create_tenant_index.model_no
+       AND e.index_no IS DISTINCT FROM r.index_no;
+    name := pg_catalog.format('turn_embedding_%s_%s', create_tenant_index.model_no, r.index_no);
     EXECUTE pg_catalog.format(
-        'CREATE INDEX turn_embedding_%s_%s ON convctx_recall.turn_embedding'
+        'CREATE INDEX %I ON convctx_recall.turn_embedding'
         ' USING hnsw ((embedding::%s.vector(%s)) %s.vector_cosine_ops)'
-        ' WITH (m = %s, ef_construction = %s)'
-        ' WHERE model_no OPERATOR(pg_catalog.=) %s AND tenant_id OPERATOR(pg_catalog.=) %L',
-        create_tenant_index.model_no, r.index_no, vs, r.dimensions, vs, r.m, r.ef_construction,
-        create_tenant_index.model_no, create_tenant_index.tenant_id);
+        ' WITH (m = %s, ef_construction = %s) WHERE index_no OPERATOR(pg_catalog.=) %s',
+        name || '_new', vs, r.dimensions, vs, r.m, r.ef_construction, r.index_no);
+    IF pg_catalog.to_regclass('convctx_recall.' OPERATOR(pg_catalog.||) name) IS NOT NULL THEN
+        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.%I', name);
+    END IF;
+    EXECUTE pg_catalog.format('ALTER INDEX convctx_recall.%I RENAME TO %I', name || '_new', name);
 END
 $$;
 
@@ -355,7 +390,9 @@ BEGIN
     END IF;
     FOR r IN SELECT i.index_no FROM convctx_recall.tenant_index i WHERE i.model_no OPERATOR(pg_catalog.=) no
     LOOP
-        EXECUTE pg_catalog.format('DROP INDEX IF EXISTS convctx_recall.turn_embedding_%s_%s', no, r.index_no);
+        IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_%s_%s', no, r.index_no)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_%s_%s', no, r.index_no);
+        END IF;
     END LOOP;
     DELETE FROM convctx_recall.turn_embedding e WHERE e.model_no OPERATOR(pg_catalog.=) no;
     GET DIAGNOSTICS n = ROW_COUNT;

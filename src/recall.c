@@ -95,10 +95,16 @@ typedef enum RecallKind
 	RECALL_KINDS
 } RecallKind;
 
-/* The statement through a tenant's own index names the tenant. */
+/*
+ * The statement through a tenant's own index names the index's number
+ * (index_tenants); a backend keeps at most RECALL_TENANT_PLANS of them per
+ * model, the most recently used.
+ */
+#define RECALL_TENANT_PLANS 64
+
 typedef struct TenantPlan
 {
-	char	   *tenant;
+	int32		index_no;
 	SPIPlanPtr	plan;
 	struct TenantPlan *next;
 } TenantPlan;
@@ -168,7 +174,6 @@ RecallFreePlans(void)
 			if (t->plan)
 				SPI_freeplan(t->plan);
 			m->tenants = t->next;
-			pfree(t->tenant);
 			pfree(t);
 		}
 		model_plans = m->next;
@@ -340,12 +345,12 @@ RecallCheck(const char *function)
 }
 
 /*
- * A model's number and dimensions, and whether tenant (when not NULL) has
- * an index of its own for it (index_tenants); 42704 when the model is not
- * registered. SPI connected.
+ * A model's number and dimensions, and the number of the tenant's own
+ * index of it (index_tenants; 0 when tenant is NULL or has none); 42704
+ * when the model is not registered. SPI connected.
  */
 static void
-ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, bool *indexed)
+ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *index_no)
 {
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {PointerGetDatum(model), PointerGetDatum(tenant)};
@@ -354,9 +359,9 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, bool *index
 
 	SpiRunPlan(SpiKeptPlan(&model_plan,
 						   "SELECT m.model_no, m.dimensions,"
-						   "       EXISTS (SELECT FROM convctx_recall.tenant_index i"
-						   "                WHERE i.model_no OPERATOR(pg_catalog.=) m.model_no"
-						   "                  AND i.tenant_id OPERATOR(pg_catalog.=) $2)"
+						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
+						   "         WHERE i.model_no OPERATOR(pg_catalog.=) m.model_no"
+						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $2)"
 						   "  FROM convctx_recall.model m WHERE m.model OPERATOR(pg_catalog.=) $1",
 						   2, argtypes),
 			   values, nulls, true, 1, SPI_OK_SELECT);
@@ -368,8 +373,12 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, bool *index
 						text_to_cstring(model)));
 	*model_no = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*dims = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	if (indexed)
-		*indexed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	if (index_no)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+
+		*index_no = isnull ? 0 : DatumGetInt32(d);
+	}
 }
 
 /*
@@ -399,14 +408,14 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
 /*
  * The statement of a model's recall of one kind: $1 tenant, $2 the query
  * embedding, $3 k, $4 whether turns without an answer count, $5 the
- * session or the identity. RECALL_TENANT_INDEX names the tenant and orders
- * by the expression of the tenant's own index (convctx_recall.index_tenants:
- * partial on the model and the tenant, on the embedding cast to the
- * model's dimensions), so that the planner can prove the index covers it;
- * the exact kinds break ties by key.
+ * session or the identity. RECALL_TENANT_INDEX names the number of the
+ * tenant's own index and orders by the index's expression
+ * (convctx_recall.index_tenants: partial on index_no, on the embedding cast
+ * to the model's dimensions), so that the planner can prove the index
+ * covers it; the exact kinds break ties by key.
  */
 static char *
-RecallSql(RecallKind kind, int32 model_no, int32 dims, const char *tenant)
+RecallSql(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 {
 	const char *vs = vector_schema;
 	char	   *distance = psprintf("(e.embedding OPERATOR(%s.<=>) $2)", vs);
@@ -415,7 +424,7 @@ RecallSql(RecallKind kind, int32 model_no, int32 dims, const char *tenant)
 
 	if (kind == RECALL_TENANT_INDEX)
 	{
-		scope = psprintf(" AND e.tenant_id OPERATOR(pg_catalog.=) %s", quote_literal_cstr(tenant));
+		scope = psprintf(" AND e.index_no OPERATOR(pg_catalog.=) %d", index_no);
 		order = psprintf("(e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))",
 						 vs, dims, vs, vs, dims);
 	}
@@ -442,14 +451,15 @@ RecallSql(RecallKind kind, int32 model_no, int32 dims, const char *tenant)
 					distance, model_no, scope, order);
 }
 
-/* The kept plan of a model's recall of one kind (for the tenant's index, the tenant's). */
+/* The kept plan of a model's recall of one kind (for a tenant's index, that index's). */
 static SPIPlanPtr
-RecallPlan(RecallKind kind, int32 model_no, int32 dims, text *tenant)
+RecallPlan(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 {
 	Oid			argtypes[5] = {TEXTOID, vector_type, INT4OID, BOOLOID, TEXTOID};
 	ModelPlans *m;
-	TenantPlan *t;
-	char	   *name;
+	TenantPlan *t,
+			   *prev = NULL;
+	int			n = 0;
 
 	for (m = model_plans; m; m = m->next)
 		if (m->model_no == model_no)
@@ -463,20 +473,37 @@ RecallPlan(RecallKind kind, int32 model_no, int32 dims, text *tenant)
 		model_plans = m;
 	}
 	if (kind != RECALL_TENANT_INDEX)
-		return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims, NULL), 5, argtypes);
+		return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims, 0), 5, argtypes);
 
-	name = text_to_cstring(tenant);
-	for (t = m->tenants; t; t = t->next)
-		if (strcmp(t->tenant, name) == 0)
+	/* most recently used first; past RECALL_TENANT_PLANS, the last is freed */
+	for (t = m->tenants; t; prev = t, t = t->next, n++)
+		if (t->index_no == index_no)
 			break;
-	if (t == NULL)
+	if (t != NULL && prev != NULL)
 	{
-		t = MemoryContextAllocZero(TopMemoryContext, sizeof(TenantPlan));
-		t->tenant = MemoryContextStrdup(TopMemoryContext, name);
+		prev->next = t->next;
 		t->next = m->tenants;
 		m->tenants = t;
 	}
-	return SpiKeptPlan(&t->plan, RecallSql(kind, model_no, dims, name), 5, argtypes);
+	else if (t == NULL)
+	{
+		if (n >= RECALL_TENANT_PLANS)
+		{
+			TenantPlan *last = m->tenants;
+
+			while (last->next->next)
+				last = last->next;
+			if (last->next->plan)
+				SPI_freeplan(last->next->plan);
+			pfree(last->next);
+			last->next = NULL;
+		}
+		t = MemoryContextAllocZero(TopMemoryContext, sizeof(TenantPlan));
+		t->index_no = index_no;
+		t->next = m->tenants;
+		m->tenants = t;
+	}
+	return SpiKeptPlan(&t->plan, RecallSql(kind, model_no, dims, index_no), 5, argtypes);
 }
 
 /*
@@ -511,7 +538,7 @@ RecallLockAndCheck(void)
  * ends.
  */
 static void
-RecallRun(RecallKind kind, int32 model_no, int32 dims, text *tenant, Datum *values,
+RecallRun(RecallKind kind, int32 model_no, int32 dims, int32 index_no, Datum *values,
 		  const char *nulls)
 {
 	int			nestlevel;
@@ -525,7 +552,7 @@ RecallRun(RecallKind kind, int32 model_no, int32 dims, text *tenant, Datum *valu
 		(void) set_config_option("enable_sort", "off", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	}
-	SpiRunBulkPlan(RecallPlan(kind, model_no, dims, tenant), values, nulls, true, 0,
+	SpiRunBulkPlan(RecallPlan(kind, model_no, dims, index_no), values, nulls, true, 0,
 				   SPI_OK_SELECT);
 	AtEOXact_GUC(true, nestlevel);
 }
@@ -544,19 +571,19 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 {
 	int32		model_no,
 				dims;
-	bool		indexed;
+	int32		index_no;
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n'};
 
-	ModelLookup(model, tenant, &model_no, &dims, &indexed);
+	ModelLookup(model, tenant, &model_no, &dims, &index_no);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = ArgEmbedding(fcinfo, embedding_arg, dims);
 	values[2] = Int32GetDatum(k);
 	values[3] = BoolGetDatum(!finalized_only);
 	values[4] = PointerGetDatum(scope_key);
-	if (scope == RECALL_TENANT_INDEX && !indexed)
+	if (scope == RECALL_TENANT_INDEX && index_no == 0)
 		scope = RECALL_TENANT_EXACT;
-	RecallRun(scope, model_no, dims, tenant, values, nulls);
+	RecallRun(scope, model_no, dims, index_no, values, nulls);
 }
 
 /* k, 1 to RECALL_MAX_K (22023). */
@@ -711,10 +738,13 @@ convctx_recall_store_embedding(PG_FUNCTION_ARGS)
 						   "              AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
 						   "              FOR SHARE)"
 						   "INSERT INTO convctx_recall.turn_embedding AS e"
-						   "       (tenant_id, session_id, turn_id, model_no, embedding)"
-						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4, $5 FROM t"
+						   "       (tenant_id, session_id, turn_id, model_no, index_no, embedding)"
+						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4,"
+						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
+						   "         WHERE i.model_no OPERATOR(pg_catalog.=) $4"
+						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $1), $5 FROM t"
 						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no)"
-						   "    DO UPDATE SET embedding = EXCLUDED.embedding,"
+						   "    DO UPDATE SET embedding = EXCLUDED.embedding, index_no = EXCLUDED.index_no,"
 						   "                  stored_at = pg_catalog.statement_timestamp()"
 						   " RETURNING 1",
 						   5, argtypes),
@@ -820,6 +850,8 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	Int64GetDatum(turn_no)};
 
+	/* what committed since this transaction last took a lock, e.g. the install */
+	AcceptInvalidationMessages();
 	if (!RecallCatalog(false))
 		return;
 	if (turn_no > 0)
@@ -847,6 +879,7 @@ RecallForgetSessions(text *tenant, Datum sessions)
 	Oid			argtypes[2] = {TEXTOID, TEXTARRAYOID};
 	Datum		values[2] = {PointerGetDatum(tenant), sessions};
 
+	AcceptInvalidationMessages();
 	if (!RecallCatalog(false))
 		return;
 	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_sessions_plan,

@@ -62,6 +62,8 @@ SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
 SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
 SELECT i.tenant_id, pg_get_indexdef(format('convctx_recall.turn_embedding_%s_%s', i.model_no, i.index_no)::regclass)
   FROM convctx_recall.tenant_index i;
+-- the catalog, which every role reads, names no tenant
+SELECT count(*) AS naming_a_tenant FROM pg_indexes WHERE indexdef LIKE '%acme%';
 SELECT pg_temp.try($$SELECT convctx_recall.index_tenants('nope')$$);
 SET stats_fetch_consistency = none;
 SELECT pg_stat_force_next_flush();
