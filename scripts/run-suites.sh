@@ -3,7 +3,7 @@
 # `make installcheck`, so a failing suite does not hide the next one, then the
 # SQL examples of the documentation (scripts/doc-examples.sh) and the client
 # suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
-# browser and storage benchmarks (test/bench/*/run.sh), and the check that
+# browser, storage and (with pgvector) recall benchmarks (test/bench/*/run.sh), and the check that
 # CONTRIBUTING.md's map of the tree names every file and suite
 # (scripts/check-layout.sh) and that no C file of src/ depends on itself
 # through others (scripts/check-deps.sh, on the built objects); then the diffs and logs of failures, and a final
@@ -14,6 +14,9 @@ export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 passed=0
 failed=0
 status=0
+# Whether pgvector is installed: the recall suite and benchmark need it.
+RECALL=
+[ -f "$("$PG_CONFIG" --sharedir)/extension/vector.control" ] && RECALL=1
 
 run_suite() {
     local name=$1; shift
@@ -33,7 +36,11 @@ run_suite() {
         { CONVCTX_BENCH_TURNS=200000 CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 \
               bash test/bench/browser/run.sh &&
           CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_SESSIONS=100 CONVCTX_BENCH_CLIENTS=2 \
-              bash test/bench/storage/run.sh; } 2>&1 | tee "$log"
+              bash test/bench/storage/run.sh &&
+          if [ -n "$RECALL" ]; then
+              CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_DIMS=32 CONVCTX_BENCH_MIN_EMBEDDINGS=1000 \
+              CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 bash test/bench/recall/run.sh
+          fi; } 2>&1 | tee "$log"
     else
         make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
     fi
@@ -50,8 +57,9 @@ run_suite() {
         bad=$(sed -n 's/^deps: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
-        # browser: eight targets, storage: one, each PASS or MISS
-        if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq 9 ]; then ok=1; bad=0; else ok=0; bad=1; fi
+        # browser: eight targets, storage: one, recall (with pgvector): six, each PASS or MISS
+        want=9; [ -n "$RECALL" ] && want=15
+        if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq "$want" ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
         bad=$(grep -cE '^[[:space:]]*not ok [0-9]+' "$log" || true)
@@ -75,7 +83,7 @@ if ls test/t/*.pl >/dev/null 2>&1; then
 fi
 # Semantic recall (extension convctx_recall) needs pgvector: scripts/test.sh
 # builds it when it has the source, and fails when it does not manage to.
-if [ -f "$("$PG_CONFIG" --sharedir)/extension/vector.control" ]; then
+if [ -n "$RECALL" ]; then
     run_suite recall TAP_TESTS= \
         REGRESS="$(cd test/recall/sql && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')" \
         REGRESS_OPTS="--inputdir=test/recall --load-extension=convctx" \
