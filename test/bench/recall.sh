@@ -13,7 +13,8 @@
 # only when the run fails.
 # CONVCTX_BENCH_TURNS (default 1000000), CONVCTX_BENCH_DIMS (384),
 # CONVCTX_BENCH_ROUNDS (3), CONVCTX_BENCH_SECONDS (10, per pgbench run),
-# CONVCTX_BENCH_MIN_EMBEDDINGS (10000: index_tenants' threshold).
+# CONVCTX_BENCH_MIN_EMBEDDINGS (10000: index_tenants' threshold),
+# CONVCTX_BENCH_EF_SEARCH (100: hnsw.ef_search of both queries).
 source "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages
@@ -26,4 +27,5 @@ CONVCTX_DURABLE=1 in_throwaway_cluster "the benchmark" \
     env CONVCTX_BENCH_TURNS="${CONVCTX_BENCH_TURNS:-1000000}" CONVCTX_BENCH_DIMS="${CONVCTX_BENCH_DIMS:-384}" \
         CONVCTX_BENCH_ROUNDS="${CONVCTX_BENCH_ROUNDS:-3}" CONVCTX_BENCH_SECONDS="${CONVCTX_BENCH_SECONDS:-10}" \
         CONVCTX_BENCH_MIN_EMBEDDINGS="${CONVCTX_BENCH_MIN_EMBEDDINGS:-10000}" \
+        CONVCTX_BENCH_EF_SEARCH="${CONVCTX_BENCH_EF_SEARCH:-100}" \
         bash test/bench/recall/run.sh

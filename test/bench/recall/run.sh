@@ -10,6 +10,7 @@ DIMS=${CONVCTX_BENCH_DIMS:-384}
 ROUNDS=${CONVCTX_BENCH_ROUNDS:-3}
 SECONDS_=${CONVCTX_BENCH_SECONDS:-10}
 MIN=${CONVCTX_BENCH_MIN_EMBEDDINGS:-10000}
+EF=${CONVCTX_BENCH_EF_SEARCH:-100}
 DB=recall_bench
 work=$(mktemp -d /tmp/convctx-recall-bench.XXXXXX)
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
@@ -25,7 +26,7 @@ q -c "SELECT 'tenant sizes: t1 ' || max(turns) || ', t3 ' || sum(turns) FILTER (
 
 # Reads: rounds of bench.round, as the app's role.
 for r in $(seq 1 "$ROUNDS"); do
-    q -c "SET ROLE bench_app" -c "CALL bench.round($r)"
+    q -c "SET ROLE bench_app" -c "SET bench.ef_search = $EF" -c "CALL bench.round($r)"
 done
 
 # Storing an embedding, durable commits, one client: store_embedding
@@ -89,7 +90,8 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY b.tps / s.tps) AS med,
   FROM bench.store_tps s JOIN bench.store_tps b USING (round) WHERE s.who = 'store' AND b.who = 'bare';
 SQL
 echo
-echo "recall@10 against exact search, p50 of one recall (ms, on the server) per round, $ROUNDS rounds:"
+echo "recall@10 against exact search, p50 of one recall (ms, on the server) per round, $ROUNDS rounds,"
+echo "hnsw.ef_search = $EF for both:"
 q -c "SELECT format('  %s tenants, %s: recall@10 %s, p50 ms %s', class, who, round(avg(recall)::numeric, 3),
                     string_agg(round(p50::numeric, 2)::text, ' ' ORDER BY round))
         FROM bench.per_round GROUP BY class, who ORDER BY class, who DESC"

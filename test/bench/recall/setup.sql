@@ -18,20 +18,24 @@ SELECT format('CREATE ROLE bench_app LOGIN PASSWORD %L IN ROLE convctx_app', :'p
 SELECT convctx.bind_role_all_tenants('bench_app');
 GRANT USAGE ON SCHEMA bench TO bench_app;
 
--- Clustered vectors: 200 centers, and small offsets added to them (two
--- sets: the stored turns', the queries').
+-- Clustered vectors: 200 centers, and two small offsets added to each
+-- (from 1,000 each: 200 million distinct vectors, so that exact search has
+-- no ties); the stored turns' offsets and the queries' come from
+-- different sets.
 CREATE TABLE bench.center AS
 SELECT c, (SELECT array_agg(random() - 0.5) FROM generate_series(1, :dims) WHERE c > 0)::vector AS v
   FROM generate_series(1, 200) c;
 CREATE TABLE bench.noise AS
-SELECT n, k, (SELECT array_agg((random() - 0.5) * 0.4) FROM generate_series(1, :dims) WHERE n > 0)::vector AS v
-  FROM generate_series(1, 1000) n, (VALUES (0), (1)) s(k);
+SELECT n, k, (SELECT array_agg(x) FROM (SELECT (random() - 0.5) * CASE WHEN k % 2 = 0 THEN 0.4 ELSE 0.2 END AS x
+                                          FROM generate_series(1, :dims) WHERE n > 0) g)::vector AS v
+  FROM generate_series(1, 1000) n, generate_series(0, 3) k;
 CREATE UNIQUE INDEX ON bench.center (c);
 CREATE UNIQUE INDEX ON bench.noise (k, n);
 CREATE FUNCTION bench.vec(seed text, no bigint, k int DEFAULT 0) RETURNS vector LANGUAGE sql STABLE AS $$
-    SELECT c.v + n.v FROM bench.center c, bench.noise n
+    SELECT c.v + a.v + b.v FROM bench.center c, bench.noise a, bench.noise b
      WHERE c.c = 1 + abs(hashtext(seed)) % 200
-       AND n.k = vec.k AND n.n = 1 + (no * 7919 + abs(hashtext(seed || 'x'))) % 1000 $$;
+       AND a.k = 2 * vec.k AND a.n = 1 + (no * 7919 + abs(hashtext(seed || 'x'))) % 1000
+       AND b.k = 2 * vec.k + 1 AND b.n = 1 + (no * 104729 + abs(hashtext(seed || 'y'))) % 1000 $$;
 
 -- The tenants: t1 .. t100, t1 the largest.
 CREATE TABLE bench.tenant AS
@@ -97,6 +101,7 @@ DECLARE
     t0 timestamptz;
 BEGIN
     PERFORM set_config('convctx.tenant', tenant, true);
+    PERFORM set_config('hnsw.ef_search', current_setting('bench.ef_search'), true);
     t0 := clock_timestamp();
     SELECT array_agg(turn_id::text) INTO ids FROM convctx_recall.recall(v, 'bench', 10);
     ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
@@ -106,6 +111,7 @@ DECLARE
     t0 timestamptz;
 BEGIN
     PERFORM set_config('hnsw.iterative_scan', 'strict_order', true);
+    PERFORM set_config('hnsw.ef_search', current_setting('bench.ef_search'), true);
     t0 := clock_timestamp();
     SELECT array_agg(x.id::text) INTO ids
       FROM (SELECT b.id FROM bench.bare b WHERE b.tenant_id = tenant
