@@ -170,6 +170,21 @@ ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what)
 	return limit;
 }
 
+/* ArgLimit, and at most max (22023, with hint when given). */
+int32
+ArgLimitAtMost(FunctionCallInfo fcinfo, int argno, const char *what, int32 max, const char *hint)
+{
+	int32		limit = ArgLimit(fcinfo, argno, what);
+
+	if (limit > max)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("%s must be at most %d", what, max),
+				errdetail("Got %d.", limit),
+				hint ? errhint("%s", hint) : 0);
+	return limit;
+}
+
 /* A text argument that must be present (22004), sized as ArgOptionalText. */
 text *
 ArgRequiredText(FunctionCallInfo fcinfo, int argno, const char *what)

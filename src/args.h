@@ -26,6 +26,8 @@ extern text *ArgOptionalText(FunctionCallInfo fcinfo, int argno, const char *wha
 extern text *ArgOptionalLabel(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Jsonb *ArgOptionalObject(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int32 ArgLimit(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int32 ArgLimitAtMost(FunctionCallInfo fcinfo, int argno, const char *what, int32 max,
+							 const char *hint);
 extern void CheckMaxTextBytes(Size len, const char *msg, const char *subject_has);
 extern void CheckTextSize(text *t, const char *what);
 extern void CheckIdLength(int len, const char *what);

@@ -238,14 +238,7 @@ DefaultTitle(text *question)
 static int32
 ArgPageSize(FunctionCallInfo fcinfo, int argno)
 {
-	int32		n = ArgLimit(fcinfo, argno, "page_size");
-
-	if (n > BROWSER_MAX_PAGE)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("page_size must be at most %d", BROWSER_MAX_PAGE),
-				errdetail("Got %d.", n));
-	return n;
+	return ArgLimitAtMost(fcinfo, argno, "page_size", BROWSER_MAX_PAGE, NULL);
 }
 
 /*

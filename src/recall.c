@@ -586,19 +586,6 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 	RecallRun(scope, model_no, dims, index_no, values, nulls);
 }
 
-/* k, 1 to RECALL_MAX_K (22023). */
-static int32
-ArgK(FunctionCallInfo fcinfo, int argno)
-{
-	int32		k = ArgLimit(fcinfo, argno, "k");
-
-	if (k > RECALL_MAX_K)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("k must be at most %d", RECALL_MAX_K),
-				errdetail("Got %d.", k));
-	return k;
-}
 
 PG_FUNCTION_INFO_V1(convctx_recall_recall);
 
@@ -616,7 +603,7 @@ convctx_recall_recall(PG_FUNCTION_ARGS)
 
 	RecallCheck("convctx_recall.recall()");
 	model = ArgRequiredId(fcinfo, 1, "model");
-	k = ArgK(fcinfo, 2);
+	k = ArgLimitAtMost(fcinfo, 2, "k", RECALL_MAX_K, NULL);
 	session_id = ArgOptionalId(fcinfo, 3, "session_id");
 	identity_id = ArgOptionalId(fcinfo, 4, "identity_id");
 	if (session_id && identity_id)
@@ -787,13 +774,8 @@ convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
 
 	RecallCheck("convctx_recall.unembedded_turns()");
 	model = ArgRequiredId(fcinfo, 0, "model");
-	max_turns = ArgLimit(fcinfo, 1, "max_turns");
-	if (max_turns > RECALL_MAX_WORK)
-		ereport(ERROR,
-				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("max_turns must be at most %d", RECALL_MAX_WORK),
-				errdetail("Got %d.", max_turns),
-				errhint("Take the work list in steps: pass the last pair of one call to the next."));
+	max_turns = ArgLimitAtMost(fcinfo, 1, "max_turns", RECALL_MAX_WORK,
+							   "Take the work list in steps: pass the last pair of one call to the next.");
 	after_session = ArgOptionalId(fcinfo, 2, "after_session_id");
 	after_turn = PG_ARGISNULL(3) ? NULL : PG_GETARG_UUID_P(3);
 	if ((after_session == NULL) != (after_turn == NULL))
