@@ -112,7 +112,6 @@ typedef struct TenantPlan
 typedef struct ModelPlans
 {
 	int32		model_no;
-	int32		dims;
 	SPIPlanPtr	plans[RECALL_KINDS];	/* but RECALL_TENANT_INDEX */
 	TenantPlan *tenants;
 	struct ModelPlans *next;
@@ -468,7 +467,6 @@ RecallPlan(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 	{
 		m = MemoryContextAllocZero(TopMemoryContext, sizeof(ModelPlans));
 		m->model_no = model_no;
-		m->dims = dims;
 		m->next = model_plans;
 		model_plans = m;
 	}
