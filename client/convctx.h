@@ -38,7 +38,7 @@
 #define JSONL_FORMAT_VERSION 1
 
 /* Its record types, in the order its trailer counts them (main.c). */
-#define RECORD_TYPES		6
+#define RECORD_TYPES		7
 extern const char *const record_types[RECORD_TYPES + 1];	/* NULL-terminated */
 extern int	record_type(const char *name);
 

@@ -77,8 +77,8 @@ typedef struct Importer
 	Group	  **inflight;		/* the batch sent, its result not read yet */
 	int			ninflight;
 	int			cap_inflight;
-	long long	imported[6];
-	long long	skipped[6];
+	long long	imported[RECORD_TYPES];
+	long long	skipped[RECORD_TYPES];
 	long long	metadata_keys_dropped;
 	long long	rejected;		/* conversations */
 	long long	anonymous_undated;	/* anonymous, given the import's time */

@@ -26,7 +26,7 @@
 
 /* The record types, as the summary counts more than one of them. */
 static const char *const record_types_plural[RECORD_TYPES] = {
-	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts"
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", "embeddings"
 };
 
 static void importer_stop(Importer *imp) __attribute__((noreturn));

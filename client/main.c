@@ -33,7 +33,7 @@ const char *progname = "convctx";
 
 /* The record types of convctx.jsonl, in the order its trailer counts them. */
 const char *const record_types[RECORD_TYPES + 1] = {
-	"session", "turn", "retrieval", "clarification", "summary", "context", NULL
+	"session", "turn", "retrieval", "clarification", "summary", "context", "embedding", NULL
 };
 
 /* The index in record_types of the type name, RECORD_TYPES when it is none. */

@@ -21,8 +21,10 @@
 # without a source the script says "citus: SKIP (why)" and exits 0: a run
 # that tested nothing must not read as a pass.
 #
-# CONVCTX_CITUS_TESTS: the regression tests (sql/*.sql), default below, run in
-# database contrib_regression.
+# CONVCTX_CITUS_TESTS: the regression tests (sql/*.sql, and those of Citus
+# only, test/citus/sql/*.sql), default below, run in database
+# contrib_regression. By default citus_recall (semantic recall refuses a
+# distributed convctx) runs too where pgvector is installed.
 # CONVCTX_CITUS_ISOLATION: the isolation specs (test/specs/*.spec), default
 # below, run in a database of their own, isolation_regression, set up the same way.
 # Expected output comes from test/citus/expected/<test>.out where there is one,
@@ -135,6 +137,13 @@ ensure_packages
 citus_private_copy /tmp/convctx-citus
 citus_install
 citus_build_convctx
+if [ -z "${CONVCTX_CITUS_TESTS+set}" ]; then
+    if [ -f "$SHARE/extension/vector.control" ]; then
+        CITUS_TESTS+=" citus_recall"
+    else
+        echo "== pgvector is not installed: citus_recall does not run"
+    fi
+fi
 
 # --- the cluster -------------------------------------------------------------
 citus_pick_ports 3
@@ -182,12 +191,16 @@ if [ ${#specs[@]} -gt 0 ]; then setup_db "$ISO_DB"; fi
 # --- the tests ---------------------------------------------------------------
 # pg_regress of PostgreSQL 15 has no --expecteddir: it reads
 # <inputdir>/sql and <inputdir>/expected, so the input directory is made up:
-# the sql/ of the tree, and expected/ with test/citus/expected/ laid over it.
+# the sql/ of the tree and test/citus/sql/, and expected/ with
+# test/citus/expected/ laid over it.
 # A test with Citus output loses the alternative outputs (<test>_N.out) of
 # expected/ too.
 INPUT=$WORK/regress-input
 as_test_user mkdir -p "$INPUT/expected" "$WORK/regress" "$WORK/isolation"
-as_test_user ln -s "$SRC/sql" "$INPUT/sql"
+as_test_user mkdir -p "$INPUT/sql"
+for f in "$SRC"/sql/*.sql "$SRC"/test/citus/sql/*.sql; do
+    if [ -f "$f" ]; then as_test_user ln -s "$f" "$INPUT/sql/"; fi
+done
 as_test_user cp "$SRC"/expected/*.out "$INPUT/expected/"
 if [ -d "$SRC/test/citus/expected" ]; then
     for f in "$SRC"/test/citus/expected/*.out; do

@@ -1376,6 +1376,14 @@ BEGIN
         RAISE EXCEPTION 'cannot execute convctx.distribute() in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
+    -- Semantic recall runs on a single server: the table of its embeddings
+    -- refers to convctx.turn, which would move to the workers.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'convctx_recall') THEN
+        RAISE EXCEPTION 'convctx.distribute() cannot run while extension "convctx_recall" is installed'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Semantic recall runs on a single server.',
+                  HINT = 'Drop extension convctx_recall first: its embeddings are derived from the turns, which keep their text.';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'extension "citus" is not installed in this database'
             USING ERRCODE = 'object_not_in_prerequisite_state',

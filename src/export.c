@@ -13,7 +13,8 @@
  * numbers and text keep every digit and character. Records come grouped by
  * conversation (in session_id order): its session record, every turn
  * version and tombstone (turn_no, record_version), its retrievals and
- * clarifications (turn_no), its summary, its context. A context whose
+ * clarifications (turn_no), its summary, the embeddings of its turns
+ * (where convctx_recall is installed), its context. A context whose
  * conversation has no session row (purge leaves it to convctx.context_ttl)
  * is a group of its own.
  *
@@ -59,12 +60,13 @@
 
 #include "convctx.h"
 #include "args.h"
+#include "recall.h"
 #include "spi_util.h"
 #include "tenancy.h"
 #include "variant.h"
 
 /* kept plans (spi_util.c), NULL until first used */
-static SPIPlanPtr export_plan, messages_plan;
+static SPIPlanPtr export_plan, export_embeddings_plan, messages_plan;
 
 /* Rows fetched from the cursor at a time. */
 #define EXPORT_BATCH 1000
@@ -82,7 +84,7 @@ static SPIPlanPtr export_plan, messages_plan;
  * and orders them. Columns: record_type, line, and for a turn record the
  * turn row instead of the line (TurnLine writes it).
  */
-#define EXPORT_SQL \
+#define EXPORT_SQL(embeddings) \
 	"WITH s AS (" \
 	"  SELECT * FROM convctx.session" \
 	"   WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
@@ -148,7 +150,26 @@ static SPIPlanPtr export_plan, messages_plan;
 	"    FROM convctx.session_summary m" \
 	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND m.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"     AND m.session_id OPERATOR(pg_catalog.=) g.k" \
-	"  ORDER BY 3, 4, 5) r"
+	embeddings \
+	"  ORDER BY 3, 4, 5, 2) r"
+
+/*
+ * The embeddings of the session's turns (convctx_recall), after its
+ * summary, by turn: "embedding" is pgvector's text of the vector, a JSON
+ * array; models break ties by the line.
+ */
+#define EXPORT_EMBEDDINGS \
+	"  UNION ALL" \
+	"  SELECT 'embedding', pg_catalog.jsonb_build_object('type', 'embedding', 'session_id', e.session_id," \
+	"           'turn_id', e.turn_id, 'model', d.model," \
+	"           'embedding', e.embedding::pg_catalog.text::pg_catalog.jsonb, 'stored_at', e.stored_at)," \
+	"         5, t.turn_no, t.record_version, NULL" \
+	"    FROM convctx_recall.turn_embedding e" \
+	"    JOIN convctx_recall.model d ON d.model_no OPERATOR(pg_catalog.=) e.model_no" \
+	"    JOIN convctx.turn t ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
+	"     AND t.session_id OPERATOR(pg_catalog.=) e.session_id AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND e.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND e.session_id OPERATOR(pg_catalog.=) g.k"
 
 /*
  * The same sessions as EXPORT_SQL ($1 to $5), a line each: the current,
@@ -752,7 +773,9 @@ convctx_export_records(PG_FUNCTION_ARGS)
 {
 	VariantRefuse("convctx.export_records()",
 				  "convctx.export_messages() runs there; for the full record format, export from a copy of the database restored on a single server.");
-	return ExportRows(fcinfo, &export_plan, EXPORT_SQL);
+	if (RecallInstalled())
+		return ExportRows(fcinfo, &export_embeddings_plan, EXPORT_SQL(EXPORT_EMBEDDINGS));
+	return ExportRows(fcinfo, &export_plan, EXPORT_SQL(""));
 }
 
 PG_FUNCTION_INFO_V1(convctx_export_messages);

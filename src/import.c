@@ -82,11 +82,12 @@ static SPIPlanPtr session_insert_plan, session_existing_plan,
 			session_identity_plan, identity_erased_plan;
 
 static const char *const record_type_plurals[REC_TYPES] = {
-	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts"
+	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", "embeddings"
 };
 
 static const char *const skip_reason_names[SKIP_REASONS] = {
-	"already there", "changed here", "redacted here", "removed here"
+	"already there", "changed here", "redacted here", "removed here",
+	"no convctx_recall here", "model not registered here"
 };
 
 /* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at, $6 title */
@@ -239,9 +240,9 @@ SessionRecordFields(ImportRecord *rec, SessionGroup *g, text **identity, text **
 	if (*title != NULL)
 		CheckSessionTitle(*title);
 	if (*identity != NULL && linked_null)
-		ReportBadRecord(rec, "key \"%s\" of a %s record must be set when identity_id is", "linked_at", NULL);
+		ReportBadRecord(rec, "key \"%s\" of %s record must be set when identity_id is", "linked_at", NULL);
 	if (*identity == NULL && !linked_null)
-		ReportBadRecord(rec, "key \"%s\" of a %s record must be null when identity_id is", "linked_at", NULL);
+		ReportBadRecord(rec, "key \"%s\" of %s record must be null when identity_id is", "linked_at", NULL);
 }
 
 /*
@@ -448,14 +449,14 @@ ImportTurn(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	else
 	{
 		if (t->texts[0] == NULL)
-			ReportBadRecord(rec, "key \"%s\" of a %s record must be set unless the turn is a tombstone",
+			ReportBadRecord(rec, "key \"%s\" of %s record must be set unless the turn is a tombstone",
 							"question_neutral", NULL);
 		if (VARSIZE_ANY_EXHDR(t->texts[0]) == 0)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					errmsg("question_neutral must not be empty"));
 		if (t->finalized && t->texts[1] == NULL)
-			ReportBadRecord(rec, "key \"%s\" of a %s record must be set when finalized_at is",
+			ReportBadRecord(rec, "key \"%s\" of %s record must be set when finalized_at is",
 							"answer_neutral", NULL);
 	}
 	if (t->metadata != NULL)
@@ -582,6 +583,47 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 }
 
 /*
+ * The most dimensions an embedding may have: pgvector's vector type takes
+ * no more.
+ */
+#define IMPORT_MAX_DIMENSIONS 16000
+
+/*
+ * An embedding record: (session_id, turn_id, model, embedding,
+ * stored_at), the embedding a non-empty array of numbers; stored when
+ * the group is written (WriteGroupEmbeddings).
+ */
+static void
+ImportEmbedding(ImportRecord *rec, SessionGroup *g)
+{
+	EmbeddingRow *e;
+	Jsonb	   *embedding;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		isnull;
+
+	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
+	g->embeddings = GroupGrow(g, g->embeddings, g->nembeddings, &g->maxembeddings,
+							  sizeof(EmbeddingRow));
+	e = &g->embeddings[g->nembeddings];
+	e->recno = rec->recno;
+	e->turn_id = RecordUuid(rec, "turn_id", true);
+	e->model = RecordId(rec, "model", true);
+	embedding = RecordJsonb(rec, "embedding", true, true);
+	if (JB_ROOT_COUNT(embedding) == 0 || JB_ROOT_COUNT(embedding) > IMPORT_MAX_DIMENSIONS)
+		ReportBadRecord(rec, psprintf("key \"%%s\" of %%s record must have 1 to %d elements",
+									  IMPORT_MAX_DIMENSIONS), "embedding", NULL);
+	it = JsonbIteratorInit(&embedding->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		if (tok == WJB_ELEM && v.type != jbvNumeric)
+			ReportBadRecord(rec, "key \"%s\" of %s record must be an array of numbers", "embedding", NULL);
+	e->embedding = JsonbToCString(NULL, &embedding->root, VARSIZE(embedding));
+	e->stored_at = RecordTimestamp(rec, "stored_at", true, &isnull);
+	g->nembeddings++;
+}
+
+/*
  * Take one record, parsed. What a group keeps of it is copied into the
  * current memory context (the group's): texts, ids and jsonb values.
  */
@@ -607,7 +649,7 @@ ImportOne(ImportOptions *opts, ImportRecord *rec, Jsonb *jb, SessionGroup *g, Im
 		ereport(ERROR,
 				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
 				errmsg("unknown record type \"%s\"", pnstrdup(tv.val.string.val, tv.val.string.len)),
-				errdetail("Import takes records of type session, turn, retrieval, clarification, summary and context; the tool reads the header and trailer."));
+				errdetail("Import takes records of type session, turn, retrieval, clarification, summary, context and embedding; the tool reads the header and trailer."));
 	rec->type = (RecordType) t;
 	rec->type_known = true;
 	CheckRecordKeys(rec);
@@ -629,6 +671,9 @@ ImportOne(ImportOptions *opts, ImportRecord *rec, Jsonb *jb, SessionGroup *g, Im
 			break;
 		case REC_CONTEXT:
 			ImportContext(opts, rec, g, counts);
+			break;
+		case REC_EMBEDDING:
+			ImportEmbedding(rec, g);
 			break;
 		case REC_TYPES:
 			break;

@@ -2,7 +2,8 @@
  *
  * import.h
  *	  What the files of import_records share (import.c, import_record.c,
- *	  import_write.c, import_merge.c): the records, groups and counts.
+ *	  import_write.c, import_merge.c, import_group.c): the records, groups
+ *	  and counts.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -29,6 +30,7 @@ typedef enum RecordType
 	REC_CLARIFICATION,
 	REC_SUMMARY,
 	REC_CONTEXT,
+	REC_EMBEDDING,
 	REC_TYPES
 } RecordType;
 
@@ -80,6 +82,16 @@ typedef struct TurnDataRow
 	TimestampTz recorded_at;
 } TurnDataRow;
 
+/* An embedding record of the group (convctx_recall). */
+typedef struct EmbeddingRow
+{
+	int			recno;
+	pg_uuid_t  *turn_id;
+	text	   *model;
+	char	   *embedding;		/* the JSON array, pgvector's text of a vector */
+	TimestampTz stored_at;
+} EmbeddingRow;
+
 /*
  * The session group being read: its session record's values, then its
  * records, all kept (in the group's memory context) until the group ends,
@@ -129,6 +141,9 @@ typedef struct SessionGroup
 	text	   *context_user;
 	TimestampTz context_created_at;
 	TimestampTz context_updated_at;
+	EmbeddingRow *embeddings;
+	int			nembeddings;
+	int			maxembeddings;
 } SessionGroup;
 
 /* The record being read, for the error context and the messages. */
@@ -145,7 +160,8 @@ typedef struct ImportRecord
  * Why a record was skipped: the database has it as the file has it, has a
  * later state of it (finalized, corrected or written again here since the
  * export), redacted its turn, or removed its turn (retention, the
- * anonymous cap) after numbering it.
+ * anonymous cap) after numbering it; for an embedding also: this database
+ * has no convctx_recall, or not the model.
  */
 typedef enum SkipReason
 {
@@ -153,6 +169,8 @@ typedef enum SkipReason
 	SKIP_CHANGED,
 	SKIP_REDACTED,
 	SKIP_REMOVED,
+	SKIP_NO_RECALL,
+	SKIP_NO_MODEL,
 	SKIP_REASONS
 } SkipReason;
 
@@ -247,6 +265,7 @@ extern void WriteGroupContext(ImportOptions *opts, ImportRecord *rec, SessionGro
 extern void InsertTurnData(Datum *key, TurnDataRow *d);
 extern void MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts, int64 max_turn_no, int64 max_redaction);
 extern void FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts);
+extern void WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts);
 
 extern Datum GetTurnId(TurnRow *t, bool *isnull);
 extern Datum GetTurnNo(TurnRow *t, bool *isnull);

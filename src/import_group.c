@@ -3,7 +3,7 @@
  * import_group.c
  *	  The end of a group of records (FinishGroup): its turns checked, then
  *	  written as a new session (import_write.c) or merged into the one that
- *	  exists (import_merge.c).
+ *	  exists (import_merge.c), and its embeddings stored (recall.c).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -39,6 +39,7 @@
 #include "metadata.h"
 #include "prompt_citations.h"
 #include "prompt_clarification.h"
+#include "recall.h"
 #include "session_link.h"
 #include "settings.h"
 #include "spi_util.h"
@@ -289,13 +290,59 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 	GroupCount(rec, g, &tot);
 	GroupCheckStated(rec, g, &tot);
 	if (g->existing)
-	{
 		MergeGroup(opts, rec, g, counts, tot.max_turn_no, tot.max_redaction);
-		return;
+	else
+	{
+		rec->recno = g->recno;
+		rec->type = REC_SESSION;
+		rec->group_id = g->session_name;
+		GroupCheckSurvives(opts, g, &tot);
+		GroupWriteNew(opts, rec, g, counts, &tot);
 	}
-	rec->recno = g->recno;
-	rec->type = REC_SESSION;
-	rec->group_id = g->session_name;
-	GroupCheckSurvives(opts, g, &tot);
-	GroupWriteNew(opts, rec, g, counts, &tot);
+	WriteGroupEmbeddings(opts, rec, g, counts);
+}
+
+/*
+ * The group's embeddings, once its turns are written: each of a turn of
+ * the file that is not a tombstone (22P04 otherwise), stored where this
+ * database has convctx_recall and the model (RecallImportEmbedding), or
+ * skipped with the reason.
+ */
+void
+WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
+{
+	static const SkipReason why[] = {
+		[RECALL_NOT_INSTALLED] = SKIP_NO_RECALL,
+		[RECALL_NO_MODEL] = SKIP_NO_MODEL,
+		[RECALL_THERE] = SKIP_THERE,
+		[RECALL_CHANGED] = SKIP_CHANGED,
+		[RECALL_REDACTED] = SKIP_REDACTED,
+		[RECALL_REMOVED] = SKIP_REMOVED,
+	};
+	int			i,
+				j;
+
+	for (i = 0; i < g->nembeddings; i++)
+	{
+		EmbeddingRow *e = &g->embeddings[i];
+		TurnRow    *t = NULL;
+		RecallImported done;
+
+		for (j = 0; j < g->nturns && t == NULL; j++)
+			if (memcmp(g->turns[j].turn_id->data, e->turn_id->data, UUID_LEN) == 0)
+				t = &g->turns[j];
+		if (t == NULL || t->tombstone)
+			ReportGroup(rec, e->recno, REC_EMBEDDING,
+						psprintf("an embedding of session \"%s\" belongs to %s", g->session_name,
+								 t == NULL ? "no turn of the session" : "a redacted turn"),
+						t == NULL ? NULL : "Redacting a turn deletes its embeddings.");
+		rec->recno = e->recno;
+		rec->type = REC_EMBEDDING;
+		done = RecallImportEmbedding(opts->tenant, g->session_id, e->turn_id, e->model,
+									 e->embedding, e->stored_at);
+		if (done == RECALL_IMPORTED)
+			counts->imported[REC_EMBEDDING]++;
+		else
+			CountSkipped(counts, REC_EMBEDDING, why[done]);
+	}
 }

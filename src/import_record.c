@@ -54,7 +54,7 @@
 SPIPlanPtr	summary_insert_plan;
 
 const char *const record_type_names[REC_TYPES] = {
-	"session", "turn", "retrieval", "clarification", "summary", "context"
+	"session", "turn", "retrieval", "clarification", "summary", "context", "embedding"
 };
 
 
@@ -82,8 +82,12 @@ static const char *const summary_keys[] = {
 static const char *const context_keys[] = {
 	"type", "conversation_id", "context", "user_id", "created_at", "updated_at", NULL
 };
+static const char *const embedding_keys[] = {
+	"type", "session_id", "turn_id", "model", "embedding", "stored_at", NULL
+};
 static const char *const *const record_keys[REC_TYPES] = {
-	session_keys, turn_keys, retrieval_keys, clarification_keys, summary_keys, context_keys
+	session_keys, turn_keys, retrieval_keys, clarification_keys, summary_keys, context_keys,
+	embedding_keys
 };
 
 
@@ -110,6 +114,13 @@ ImportErrorContext(void *arg)
 		errcontext("import record %d", rec->recno);
 }
 
+/* The record type with its article, for messages: "a turn", "an embedding". */
+static const char *
+RecordTypeArticled(RecordType type)
+{
+	return psprintf("%s %s", type == REC_EMBEDDING ? "an" : "a", record_type_names[type]);
+}
+
 /* 22P04: a record that does not have the shape of the format. */
 void
 ReportBadRecord(ImportRecord *rec, const char *msg, const char *key, const char *detail)
@@ -120,7 +131,7 @@ ReportBadRecord(ImportRecord *rec, const char *msg, const char *key, const char 
 {
 	ereport(ERROR,
 			errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-			key ? errmsg(msg, key, record_type_names[rec->type]) : errmsg("%s", msg),
+			key ? errmsg(msg, key, RecordTypeArticled(rec->type)) : errmsg("%s", msg),
 			detail ? errdetail("%s", detail) : 0,
 			errhint("The records of a convctx.jsonl file are described in docs/import-export.md."));
 }
@@ -144,8 +155,8 @@ RecordField(ImportRecord *rec, const char *key, bool required, JsonbValue *out)
 	if (v == NULL || v->type == jbvNull)
 	{
 		if (required)
-			ReportBadRecord(rec, v == NULL ? "key \"%s\" is missing from a %s record"
-							: "key \"%s\" of a %s record must not be null", key, NULL);
+			ReportBadRecord(rec, v == NULL ? "key \"%s\" is missing from %s record"
+							: "key \"%s\" of %s record must not be null", key, NULL);
 		return NULL;
 	}
 	return v;
@@ -160,8 +171,8 @@ ReportWrongType(ImportRecord *rec, const char *key, const char *expected, JsonbV
 {
 	ereport(ERROR,
 			errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-			errmsg("key \"%s\" of a %s record must be %s, not %s",
-				   key, record_type_names[rec->type], expected, JsonbValueTypeName(v)),
+			errmsg("key \"%s\" of %s record must be %s, not %s",
+				   key, RecordTypeArticled(rec->type), expected, JsonbValueTypeName(v)),
 			errhint("The records of a convctx.jsonl file are described in docs/import-export.md."));
 }
 
@@ -243,8 +254,8 @@ RecordNumber(ImportRecord *rec, const char *key, bool required, int64 min, bool 
 										  DirectFunctionCall1(int8_numeric, Int64GetDatum(IMPORT_MAX_NUMBER)))) > 0)
 		ereport(ERROR,
 				errcode(ERRCODE_BAD_COPY_FILE_FORMAT),
-				errmsg("key \"%s\" of a %s record must be an integer from " INT64_FORMAT " to %d",
-					   key, record_type_names[rec->type], min, IMPORT_MAX_NUMBER));
+				errmsg("key \"%s\" of %s record must be an integer from " INT64_FORMAT " to %d",
+					   key, RecordTypeArticled(rec->type), min, IMPORT_MAX_NUMBER));
 	return DatumGetInt64(DirectFunctionCall1(numeric_int8, n));
 }
 
@@ -282,7 +293,7 @@ CheckNoTimeWord(ImportRecord *rec, const char *key, const char *str)
 			val >= DTK_EPOCH && val <= DTK_TOMORROW)
 			ereport(ERROR,
 					errcode(ERRCODE_INVALID_DATETIME_FORMAT),
-					errmsg("%s of a %s record is \"%s\", not a time", key, record_type_names[rec->type], str),
+					errmsg("%s of %s record is \"%s\", not a time", key, RecordTypeArticled(rec->type), str),
 					errdetail("Words such as now, today, yesterday and epoch are read as another time on every import."),
 					errhint("Write the time itself, as convctx export does (RFC 3339)."));
 	}
@@ -309,7 +320,7 @@ RecordTimestamp(ImportRecord *rec, const char *key, bool required, bool *isnull)
 	if (TIMESTAMP_NOT_FINITE(ts) || ts > import_latest)
 		ereport(ERROR,
 				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				errmsg("%s of a %s record is %s", key, record_type_names[rec->type],
+				errmsg("%s of %s record is %s", key, RecordTypeArticled(rec->type),
 					   TIMESTAMP_NOT_FINITE(ts) ? "not a finite time" : "in the future"),
 				errdetail("Imported times must be real times of the past (at most a day ahead of this server's clock)."));
 	return ts;
@@ -380,7 +391,7 @@ CheckRecordKeys(ImportRecord *rec)
 				break;
 			}
 		if (!known)
-			ReportBadRecord(rec, "unknown key \"%s\" in a %s record",
+			ReportBadRecord(rec, "unknown key \"%s\" in %s record",
 							pnstrdup(v.val.string.val, v.val.string.len), NULL);
 	}
 }

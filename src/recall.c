@@ -82,8 +82,9 @@ static Oid	embedding_relid = InvalidOid;
 static char *vector_schema = NULL;	/* quoted, in TopMemoryContext */
 
 /* Kept plans that name no model. */
-static SPIPlanPtr model_plan, store_plan, turn_exists_plan,
-			unembedded_plan, forget_turn_plan, forget_session_plan, forget_sessions_plan;
+static SPIPlanPtr model_plan, store_plan, turn_exists_plan, unembedded_plan,
+			forget_turn_plan, forget_session_plan, forget_sessions_plan,
+			import_plan, import_state_plan;
 
 /* The statements of a model (RecallSql), by scope. */
 typedef enum RecallKind
@@ -149,8 +150,9 @@ RecallInit(void)
 static void
 RecallFreePlans(void)
 {
-	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan,
-	&unembedded_plan, &forget_turn_plan, &forget_session_plan, &forget_sessions_plan};
+	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan, &unembedded_plan,
+		&forget_turn_plan, &forget_session_plan, &forget_sessions_plan,
+	&import_plan, &import_state_plan};
 	int			i;
 
 	for (i = 0; i < (int) lengthof(fixed); i++)
@@ -346,10 +348,12 @@ RecallCheck(const char *function)
 /*
  * A model's number and dimensions, and the number of the tenant's own
  * index of it (index_tenants; 0 when tenant is NULL or has none); 42704
- * when the model is not registered. SPI connected.
+ * when the model is not registered, or false with missing_ok. SPI
+ * connected.
  */
-static void
-ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *index_no)
+static bool
+ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *index_no,
+			bool missing_ok)
 {
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {PointerGetDatum(model), PointerGetDatum(tenant)};
@@ -364,6 +368,8 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *inde
 						   "  FROM convctx_recall.model m WHERE m.model OPERATOR(pg_catalog.=) $1",
 						   2, argtypes),
 			   values, nulls, true, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0 && missing_ok)
+		return false;
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -378,20 +384,20 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *inde
 
 		*index_no = isnull ? 0 : DatumGetInt32(d);
 	}
+	return true;
 }
 
 /*
- * The embedding argument, checked to have the model's dimensions (22000;
- * pgvector's own input already refused anything that is not a vector).
+ * An embedding, a pgvector vector, checked to have the model's dimensions
+ * (22000; pgvector's own input already refused anything that is not a
+ * vector).
  */
 static Datum
-ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
+CheckDimensions(Datum embedding, int32 dims)
 {
-	struct varlena *v;
+	struct varlena *v = PG_DETOAST_DATUM(embedding);
 	int16		got;
 
-	ArgNotNull(fcinfo, argno, "embedding");
-	v = PG_DETOAST_DATUM(PG_GETARG_DATUM(argno));
 	if (VARSIZE(v) < VARHDRSZ + 2 * sizeof(int16))
 		elog(ERROR, "embedding is not a vector");
 	/* pgvector's Vector: varlena header, int16 dim, int16 unused, float4 x[] */
@@ -402,6 +408,14 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
 				errmsg("embedding has %d dimensions, the model has %d", got, dims),
 				errhint("Embed with the model the name says, or register the other model under its own name."));
 	return PointerGetDatum(v);
+}
+
+/* The embedding argument, checked as CheckDimensions checks it. */
+static Datum
+ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
+{
+	ArgNotNull(fcinfo, argno, "embedding");
+	return CheckDimensions(PG_GETARG_DATUM(argno), dims);
 }
 
 /*
@@ -573,7 +587,7 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n'};
 
-	ModelLookup(model, tenant, &model_no, &dims, &index_no);
+	ModelLookup(model, tenant, &model_no, &dims, &index_no, false);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = ArgEmbedding(fcinfo, embedding_arg, dims);
 	values[2] = Int32GetDatum(k);
@@ -709,7 +723,7 @@ convctx_recall_store_embedding(PG_FUNCTION_ARGS)
 	tenant = CurrentTenant();
 
 	SPI_connect();
-	ModelLookup(model, NULL, &model_no, &dims, NULL);
+	ModelLookup(model, NULL, &model_no, &dims, NULL, false);
 	argtypes[4] = vector_type;
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(session_id);
@@ -790,7 +804,7 @@ convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	SPI_connect();
-	ModelLookup(model, NULL, &model_no, &dims, NULL);
+	ModelLookup(model, NULL, &model_no, &dims, NULL, false);
 	values[0] = PointerGetDatum(CurrentTenant());
 	values[1] = Int32GetDatum(model_no);
 	values[2] = PointerGetDatum(after_session);
@@ -868,4 +882,96 @@ RecallForgetSessions(text *tenant, Datum sessions)
 									 "   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])",
 									 2, argtypes),
 						 values, NULL, SPI_OK_DELETE);
+}
+
+/*
+ * Whether convctx_recall is installed here, as it must be (ERROR when it
+ * is not as RecallCatalog wants it): export_records then carries the
+ * embeddings of the conversations it exports.
+ */
+bool
+RecallInstalled(void)
+{
+	AcceptInvalidationMessages();
+	return RecallCatalog(false);
+}
+
+/*
+ * Store an embedding an import brought, for the turn turn_id of the
+ * session, under model: embedding is pgvector's text of it, stored_at
+ * when it was stored where it comes from. Stored as store_embedding
+ * stores, when the turn is here, not a tombstone, and has no embedding of
+ * the model yet; else says why not. An old version keeps the embedding it
+ * had (never recalled), so that an import copies what an export has.
+ * 22000 when the model here has other dimensions. SPI connected.
+ */
+RecallImported
+RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, text *model,
+					  char *embedding, TimestampTz stored_at)
+{
+	Oid			argtypes[6] = {TEXTOID, TEXTOID, UUIDOID, INT4OID, InvalidOid, TIMESTAMPTZOID};
+	Datum		values[6];
+	int32		model_no,
+				dims;
+	Oid			typinput,
+				typioparam,
+				typoutput;
+	bool		typvarlena;
+	bool		isnull[2];
+	Datum		state[2];
+	int			c;
+
+	AcceptInvalidationMessages();
+	if (!RecallCatalog(true))
+		return RECALL_NOT_INSTALLED;
+	if (!ModelLookup(model, NULL, &model_no, &dims, NULL, true))
+		return RECALL_NO_MODEL;
+	getTypeInputInfo(vector_type, &typinput, &typioparam);
+	argtypes[4] = vector_type;
+	values[0] = PointerGetDatum(tenant);
+	values[1] = PointerGetDatum(session_id);
+	values[2] = UUIDPGetDatum(turn_id);
+	values[3] = Int32GetDatum(model_no);
+	values[4] = CheckDimensions(OidInputFunctionCall(typinput, embedding, typioparam, -1), dims);
+	values[5] = TimestampTzGetDatum(stored_at);
+	SpiRunPlan(SpiKeptPlan(&import_plan,
+						   "WITH t AS (SELECT t.tenant_id, t.session_id, t.turn_id FROM convctx.turn t"
+						   "            WHERE " SESSION_KEY_AT("t")
+						   "              AND t.turn_id OPERATOR(pg_catalog.=) $3"
+						   "              AND t.deleted_at IS NULL FOR SHARE)"
+						   "INSERT INTO convctx_recall.turn_embedding"
+						   "       (tenant_id, session_id, turn_id, model_no, index_no, embedding, stored_at)"
+						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4,"
+						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
+						   "         WHERE i.model_no OPERATOR(pg_catalog.=) $4"
+						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $1), $5, $6 FROM t"
+						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no) DO NOTHING"
+						   " RETURNING 1",
+						   6, argtypes),
+			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed > 0)
+		return RECALL_IMPORTED;
+
+	/* why not: the turn here, and the embedding it has */
+	SpiRunPlan(SpiKeptPlan(&import_state_plan,
+						   "SELECT t.deleted_at IS NOT NULL,"
+						   "       (SELECT e.embedding::pg_catalog.text FROM convctx_recall.turn_embedding e"
+						   "         WHERE " SESSION_KEY_AT("e")
+						   "           AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id"
+						   "           AND e.model_no OPERATOR(pg_catalog.=) $4)"
+						   "  FROM convctx.turn t WHERE " SESSION_KEY_AT("t")
+						   "   AND t.turn_id OPERATOR(pg_catalog.=) $3",
+						   4, argtypes),
+			   values, NULL, true, 1, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return RECALL_REMOVED;
+	for (c = 0; c < 2; c++)
+		state[c] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1, &isnull[c]);
+	if (DatumGetBool(state[0]))
+		return RECALL_REDACTED;
+	getTypeOutputInfo(vector_type, &typoutput, &typvarlena);
+	if (!isnull[1] &&
+		strcmp(TextDatumGetCString(state[1]), OidOutputFunctionCall(typoutput, values[4])) == 0)
+		return RECALL_THERE;
+	return RECALL_CHANGED;
 }

@@ -14,6 +14,23 @@ CREATE SCHEMA hostile_vec AUTHORIZATION recall_schema_owner;
 CREATE EXTENSION vector SCHEMA hostile_vec;
 CREATE EXTENSION convctx_recall;
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
+-- nor an import of an embedding; redaction, erasure and export, which name nothing of
+-- pgvector's, go on
+SET convctx.tenant = 'vtest';
+SELECT pg_temp.try($$SELECT * FROM convctx.import_records(ARRAY[
+  '{"type": "session", "session_id": "s-v", "identity_id": null, "linked_at": null,'
+  ' "created_at": "2026-01-01T00:00:00+00:00", "last_activity_at": "2026-01-01T00:00:00+00:00"}',
+  '{"type": "turn", "session_id": "s-v", "turn_id": "00000000-0000-0000-0000-000000000001",'
+  ' "turn_no": 1, "request_id": "r1", "created_at": "2026-01-01T00:00:00+00:00", "question_neutral": "q"}',
+  '{"type": "embedding", "session_id": "s-v", "turn_id": "00000000-0000-0000-0000-000000000001",'
+  ' "model": "m3", "embedding": [1, 0, 0], "stored_at": "2026-01-01T00:00:00+00:00"}'],
+  allow_anonymous => true)$$);
+SELECT (convctx.begin_turn('s-v', 'r1', 'question v1', 1)).repeated;
+SELECT convctx.link_session('victor', 's-v');
+SELECT record_type, count(*) FROM convctx.export_records() GROUP BY 1 ORDER BY 1;
+SELECT convctx.redact_session('s-v');
+SELECT convctx.erase_identity('victor');
+SET convctx.tenant = 'acme';
 -- another role that may create in the schema is refused the same way
 ALTER SCHEMA hostile_vec OWNER TO postgres;
 GRANT CREATE ON SCHEMA hostile_vec TO recall_schema_owner;
@@ -185,6 +202,58 @@ RESET ROLE;
 SET convctx.tenant = 'acme';
 
 ------------------------------------------------------------------------------
+-- Export and import carry the embeddings: an identity's export (for access,
+-- or before its erasure) has them; an import stores them where the model is
+-- registered, and says why not where it is not
+------------------------------------------------------------------------------
+SELECT record_type, count(*) FROM convctx.export_records(identity_id => 'alice') GROUP BY 1 ORDER BY 1;
+SELECT i.name, l ->> 'model' AS model, l -> 'embedding' AS embedding, l ? 'stored_at' AS stored_at
+  FROM convctx.export_records(identity_id => 'alice') x, jsonb(x.line) l, ids i
+ WHERE x.record_type = 'embedding' AND i.id = (l ->> 'turn_id')::uuid ORDER BY 1;
+CREATE TEMP TABLE exported AS
+SELECT n, record_type, line FROM convctx.export_records() WITH ORDINALITY x(record_type, line, n);
+SELECT record_type, count(*) FROM exported GROUP BY 1 ORDER BY 1;
+-- into another tenant: stored, recalled there; again: already there
+SET convctx.tenant = 'initech';
+SELECT * FROM convctx.import_records(ARRAY(SELECT line FROM exported ORDER BY n));
+-- the same vectors, the same times
+SELECT count(*) AS same FROM convctx_recall.turn_embedding a JOIN convctx_recall.turn_embedding b
+ USING (session_id, turn_id, model_no)
+ WHERE a.tenant_id = 'acme' AND b.tenant_id = 'initech'
+   AND a.embedding::text = b.embedding::text AND a.stored_at = b.stored_at;
+SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
+  FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
+SELECT count(*) FROM convctx_recall.unembedded_turns('m3');
+SELECT record_type, skipped, skipped_why FROM convctx.import_records(ARRAY(SELECT line FROM exported ORDER BY n))
+ WHERE record_type = 'embedding';
+-- another embedding here, a redacted turn here
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a2'), 'm3', '[0,1,1]');
+SELECT convctx.redact_turn('s-a', (SELECT id FROM ids WHERE name = 'a3'));
+SELECT record_type, skipped, skipped_why FROM convctx.import_records(ARRAY(SELECT line FROM exported ORDER BY n))
+ WHERE record_type = 'embedding';
+-- a model this database does not have: skipped; one of other dimensions: refused, nothing written
+SET convctx.tenant = 'umbrella';
+SELECT record_type, imported, skipped, skipped_why FROM convctx.import_records(ARRAY(
+    SELECT CASE record_type WHEN 'embedding' THEN jsonb_set(line::jsonb, '{model}', '"elsewhere"')::text ELSE line END
+      FROM exported ORDER BY n))
+ WHERE record_type IN ('turn', 'embedding');
+SET convctx.tenant = 'hooli';
+SELECT pg_temp.try($$SELECT * FROM convctx.import_records(ARRAY(
+    SELECT CASE record_type WHEN 'embedding' THEN jsonb_set(line::jsonb, '{model}', '"other"')::text ELSE line END
+      FROM exported ORDER BY n))$$);
+-- bad records: a clear error naming the record, nothing written
+CREATE TEMP TABLE bad_embedding AS
+SELECT n, record_type, line::jsonb AS line FROM exported WHERE line::jsonb ->> 'session_id' = 's-a';
+SELECT pg_temp.try(format($$SELECT * FROM convctx.import_records(ARRAY(
+    SELECT CASE WHEN record_type = 'embedding' THEN jsonb_set(line, %L, %L)::text ELSE line::text END
+      FROM bad_embedding ORDER BY n))$$, k, v))
+  FROM (VALUES ('{embedding}', '[]'), ('{embedding}', '["1"]'), ('{embedding}', '[1e40, 0, 0]'),
+               ('{embedding}', '{"x": 1}'), ('{turn_id}', to_jsonb(gen_random_uuid()::text)),
+               ('{model}', '""'), ('{stored_at}', '"soon"'), ('{extra}', '1')) b(k, v);
+SELECT count(*) FROM convctx.session WHERE tenant_id = 'hooli';
+SET convctx.tenant = 'acme';
+
+------------------------------------------------------------------------------
 -- Forgetting: redaction, erasure, the anonymous cap and purges delete the
 -- embeddings of what they remove, in the same transaction
 ------------------------------------------------------------------------------
@@ -199,9 +268,10 @@ SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-a' AND 
 -- a tombstone takes no embedding
 SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[1,0,0]');
 SELECT convctx.redact_session('s-b');
-SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-b';
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 's-b' AND tenant_id = 'acme';
 SELECT convctx.erase_identity('alice');
 SELECT count(*) FROM convctx_recall.turn_embedding WHERE tenant_id = 'acme';
+SELECT count(*) FROM convctx.export_records() WHERE record_type = 'embedding';
 -- the cap: an anonymous session keeps its last convctx.max_session_turns turns
 SET convctx.max_session_turns = 2;
 INSERT INTO ids SELECT 'c' || i, (convctx.begin_turn('s-c', 'r' || i, 'question c' || i, 1)).turn_id
@@ -240,11 +310,19 @@ SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'convctx_recall.turn_
 -- \df+ says what each function does
 SELECT p.proname, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.pronamespace = 'convctx_recall'::regnamespace ORDER BY 1;
+-- recall runs on a single server: convctx.distribute() refuses while it is installed
+SELECT pg_temp.try($$SELECT convctx.distribute()$$);
 -- without the extension, redaction goes on as before
 DROP EXTENSION convctx_recall;
 SELECT convctx.redact_session('s-a');
+-- and an import counts the embeddings it cannot store
+SET convctx.tenant = 'stark';
+SELECT record_type, imported, skipped, skipped_why FROM convctx.import_records(ARRAY(SELECT line FROM exported ORDER BY n))
+ WHERE record_type IN ('session', 'embedding');
+SELECT count(*) FROM convctx.export_records() WHERE record_type = 'embedding';
+SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 DROP SCHEMA recall_app_schema CASCADE;
 SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin']) r;
-DROP TABLE ids, exact, scans;
+DROP TABLE ids, exact, scans, exported, bad_embedding;
 DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_schema_owner;
