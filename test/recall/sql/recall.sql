@@ -193,6 +193,23 @@ RESET ROLE;
 SET ROLE recall_nobody;
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 RESET ROLE;
+-- pooled, as for turns: with convctx.tenant_scope = transaction a service role acting for
+-- every tenant names the tenant in each transaction (use_tenant); one left by an earlier
+-- transaction is refused, storing and recalling alike
+CREATE ROLE recall_service IN ROLE convctx_app;
+SELECT convctx.bind_role_all_tenants('recall_service');
+SET convctx.tenant_scope = transaction;
+SET ROLE recall_service;
+SET convctx.tenant = 'acme';
+SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.recall('[1,0,0]', 'm3', 10)$$);
+SELECT pg_temp.try($$SELECT convctx_recall.store_embedding('s-a', gen_random_uuid(), 'm3', '[1,0,0]')$$);
+BEGIN;
+SELECT convctx.use_tenant('globex');
+SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
+COMMIT;
+RESET ROLE;
+RESET convctx.tenant_scope;
+SET convctx.tenant = 'acme';
 -- a role of convctx_app that is not bound acts for no tenant
 CREATE ROLE recall_unbound IN ROLE convctx_app;
 SET ROLE recall_unbound;
@@ -323,6 +340,6 @@ SELECT count(*) FROM convctx.export_records() WHERE record_type = 'embedding';
 SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 DROP SCHEMA recall_app_schema CASCADE;
-SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin']) r;
+SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin', 'recall_service']) r;
 DROP TABLE ids, exact, scans, exported, bad_embedding;
-DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_schema_owner;
+DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_service, recall_schema_owner;
