@@ -172,7 +172,7 @@ SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ',
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(), pg_temp.t(1, 1, 'r1', ', "question_neutral": ""')]);
 -- versions that are no chain: an old version under another turn number, a
 -- successor that does not exist, a request without a current version, two
--- requests under one turn number
+-- requests under one turn number, a tombstone of one version only
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
     pg_temp.t(1, 7, 'r1', ', "question_neutral": "OLD secret", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000002"'),
     pg_temp.t(2, 1, 'r1', ', "question_neutral": "new", "record_version": 2')]);
@@ -183,6 +183,10 @@ SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
     pg_temp.t(1, 1, 'r1', ', "question_neutral": "q", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000001"')]);
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
     pg_temp.t(1, 1, 'r1', ', "question_neutral": "q"'), pg_temp.t(2, 1, 'r2', ', "question_neutral": "q"')]);
+-- a redacted turn whose old version kept its text
+SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),
+    pg_temp.t(1, 1, 'r1', ', "question_neutral": "OLD secret", "replaced_by_turn_id": "00000000-0000-0000-0000-000000000002"'),
+    pg_temp.t(2, 1, 'r1', ', "record_version": 2, "deleted_at": "2026-01-02T00:00:00Z", "redaction": 1')]);
 -- retrievals and clarifications of a tombstone or of no turn; a summary past
 -- the newest turn, or written before a turn it covers was redacted
 SELECT * FROM convctx.import_records(ARRAY[pg_temp.s(),

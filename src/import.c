@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -583,25 +584,89 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 }
 
 /*
- * The most dimensions an embedding may have: pgvector's vector type takes
- * no more.
+ * The most dimensions an embedding may have: what convctx_recall.add_model
+ * takes (pgvector's HNSW index takes no more).
  */
-#define IMPORT_MAX_DIMENSIONS 16000
+#define IMPORT_MAX_DIMENSIONS 2000
+
+static int
+NumericCmp(Numeric a, Numeric b)
+{
+	return DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(a), NumericGetDatum(b)));
+}
+
+/*
+ * The elements of an embedding, JSON numbers, as pgvector's text of a
+ * vector of float4: each number rounded to the nearest float4 and written
+ * as the shortest text that reads back as it, so that the text is never
+ * much longer than the record (a number such as 1e-1000 is tested against
+ * float4's range before it is ever written out in digits). Numbers too
+ * small for a float4 are 0, as pgvector's input makes them; too large is
+ * 22003.
+ */
+static char *
+EmbeddingText(ImportRecord *rec, Jsonb *embedding)
+{
+	Numeric		max = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum("3.4028235e38"),
+														  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	Numeric		min = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum("1e-46"),
+														  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	JsonbIterator *it = JsonbIteratorInit(&embedding->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	StringInfoData out;
+	int			n = 0;
+
+	initStringInfo(&out);
+	appendStringInfoChar(&out, '[');
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char		buf[FLOAT_SHORTEST_DECIMAL_LEN];
+		float		f = 0.0f;
+		Numeric		x;
+		Numeric		abs;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (v.type != jbvNumeric)
+			ReportBadRecord(rec, "key \"%s\" of %s record must be an array of numbers", "embedding", NULL);
+		x = v.val.numeric;
+		abs = DatumGetNumeric(DirectFunctionCall1(numeric_abs, NumericGetDatum(x)));
+		if (NumericCmp(abs, max) > 0)
+			ereport(ERROR,
+					errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					errmsg("element %d of the embedding is out of range for a vector", n + 1),
+					errdetail("pgvector stores single precision floats, at most 3.4028235e38 in magnitude."));
+		if (NumericCmp(abs, min) >= 0)
+		{
+			char	   *digits = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(x)));
+
+			f = strtof(digits, NULL);
+			pfree(digits);
+		}
+		pfree(abs);
+		float_to_shortest_decimal_buf(f, buf);
+		if (n++ > 0)
+			appendStringInfoChar(&out, ',');
+		appendStringInfoString(&out, buf);
+	}
+	appendStringInfoChar(&out, ']');
+	return out.data;
+}
 
 /*
  * An embedding record: (session_id, turn_id, model, embedding,
  * stored_at), the embedding a non-empty array of numbers; stored when
- * the group is written (WriteGroupEmbeddings).
+ * the group is written (WriteGroupEmbeddings). A turn has one embedding
+ * of a model.
  */
 static void
 ImportEmbedding(ImportRecord *rec, SessionGroup *g)
 {
 	EmbeddingRow *e;
 	Jsonb	   *embedding;
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
 	bool		isnull;
+	int			i;
 
 	CheckInGroup(rec, g, RecordId(rec, "session_id", true));
 	g->embeddings = GroupGrow(g, g->embeddings, g->nembeddings, &g->maxembeddings,
@@ -610,15 +675,17 @@ ImportEmbedding(ImportRecord *rec, SessionGroup *g)
 	e->recno = rec->recno;
 	e->turn_id = RecordUuid(rec, "turn_id", true);
 	e->model = RecordId(rec, "model", true);
+	for (i = 0; i < g->nembeddings; i++)
+		if (memcmp(g->embeddings[i].turn_id->data, e->turn_id->data, UUID_LEN) == 0 &&
+			TextEqual(g->embeddings[i].model, e->model))
+			ReportBadRecord(rec, psprintf("turn %s of session \"%s\" has two embeddings of model \"%s\"",
+										  UuidString(e->turn_id), g->session_name, text_to_cstring(e->model)),
+							NULL, NULL);
 	embedding = RecordJsonb(rec, "embedding", true, true);
 	if (JB_ROOT_COUNT(embedding) == 0 || JB_ROOT_COUNT(embedding) > IMPORT_MAX_DIMENSIONS)
 		ReportBadRecord(rec, psprintf("key \"%%s\" of %%s record must have 1 to %d elements",
 									  IMPORT_MAX_DIMENSIONS), "embedding", NULL);
-	it = JsonbIteratorInit(&embedding->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		if (tok == WJB_ELEM && v.type != jbvNumeric)
-			ReportBadRecord(rec, "key \"%s\" of %s record must be an array of numbers", "embedding", NULL);
-	e->embedding = JsonbToCString(NULL, &embedding->root, VARSIZE(embedding));
+	e->embedding = EmbeddingText(rec, embedding);
 	e->stored_at = RecordTimestamp(rec, "stored_at", true, &isnull);
 	g->nembeddings++;
 }

@@ -319,18 +319,29 @@ WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Im
 		[RECALL_REDACTED] = SKIP_REDACTED,
 		[RECALL_REMOVED] = SKIP_REMOVED,
 	};
-	int			i,
-				j;
+	MemoryContext each;
+	MemoryContext old;
+	TurnRow   **by_id;
+	int			i;
 
+	if (g->nembeddings == 0)
+		return;
+	by_id = palloc(sizeof(TurnRow *) * Max(g->nturns, 1));
+	for (i = 0; i < g->nturns; i++)
+		by_id[i] = &g->turns[i];
+	qsort(by_id, g->nturns, sizeof(TurnRow *), TurnRowById);
+	each = AllocSetContextCreate(CurrentMemoryContext, "convctx import embedding", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(each);
 	for (i = 0; i < g->nembeddings; i++)
 	{
 		EmbeddingRow *e = &g->embeddings[i];
-		TurnRow    *t = NULL;
+		TurnRow		key = {.turn_id = e->turn_id};
+		TurnRow    *keyp = &key;
+		TurnRow   **found = bsearch(&keyp, by_id, g->nturns, sizeof(TurnRow *), TurnRowById);
+		TurnRow    *t = found ? *found : NULL;
 		RecallImported done;
 
-		for (j = 0; j < g->nturns && t == NULL; j++)
-			if (memcmp(g->turns[j].turn_id->data, e->turn_id->data, UUID_LEN) == 0)
-				t = &g->turns[j];
+		MemoryContextReset(each);
 		if (t == NULL || t->tombstone)
 			ReportGroup(rec, e->recno, REC_EMBEDDING,
 						psprintf("an embedding of session \"%s\" belongs to %s", g->session_name,
@@ -338,11 +349,13 @@ WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Im
 						t == NULL ? NULL : "Redacting a turn deletes its embeddings.");
 		rec->recno = e->recno;
 		rec->type = REC_EMBEDDING;
-		done = RecallImportEmbedding(opts->tenant, g->session_id, e->turn_id, e->model,
+		done = RecallImportEmbedding(opts->tenant, g->session_id, e->turn_id, t->turn_no, e->model,
 									 e->embedding, e->stored_at);
 		if (done == RECALL_IMPORTED)
 			counts->imported[REC_EMBEDDING]++;
 		else
 			CountSkipped(counts, REC_EMBEDDING, why[done]);
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(each);
 }

@@ -204,6 +204,12 @@ CheckTurnChains(ImportRecord *rec, SessionGroup *g)
 				ReportGroup(rec, next->recno, REC_TURN,
 							psprintf("the versions of request \"%s\" of session \"%s\" have different turn numbers",
 									 request, g->session_name), NULL);
+			/* redact_turn makes a tombstone of every version */
+			if (next->tombstone != t->tombstone)
+				ReportGroup(rec, t->tombstone ? next->recno : t->recno, REC_TURN,
+							psprintf("request \"%s\" of session \"%s\" is redacted in one version and not in another",
+									 request, g->session_name),
+							"Redacting a turn makes a tombstone of every version of it.");
 		}
 		else if (t->replaced_by != NULL)
 			ReportGroup(rec, t->recno, REC_TURN,

@@ -897,34 +897,67 @@ RecallInstalled(void)
 }
 
 /*
- * Store an embedding an import brought, for the turn turn_id of the
- * session, under model: embedding is pgvector's text of it, stored_at
- * when it was stored where it comes from. Stored as store_embedding
- * stores, when the turn is here, not a tombstone, and has no embedding of
- * the model yet; else says why not. An old version keeps the embedding it
- * had (never recalled), so that an import copies what an export has.
- * 22000 when the model here has other dimensions. SPI connected.
+ * Whether two embeddings, pgvector's vectors, are equal element by element
+ * (a negative zero equals zero, as in pgvector's = operator).
+ */
+static bool
+VectorsEqual(Datum a, Datum b)
+{
+	struct varlena *va = PG_DETOAST_DATUM(a);
+	struct varlena *vb = PG_DETOAST_DATUM(b);
+	int16		dims;
+	int			i;
+
+	if (VARSIZE(va) != VARSIZE(vb))
+		return false;
+	/* pgvector's Vector: varlena header, int16 dim, int16 unused, float4 x[] */
+	memcpy(&dims, VARDATA(va), sizeof(int16));
+	if (VARSIZE(va) != VARHDRSZ + 2 * sizeof(int16) + dims * sizeof(float4))
+		elog(ERROR, "embedding is not a vector");
+	for (i = 0; i < dims; i++)
+	{
+		float4		x,
+					y;
+
+		memcpy(&x, VARDATA(va) + 2 * sizeof(int16) + i * sizeof(float4), sizeof(float4));
+		memcpy(&y, VARDATA(vb) + 2 * sizeof(int16) + i * sizeof(float4), sizeof(float4));
+		if (x != y)
+			return false;
+	}
+	return memcmp(VARDATA(va), VARDATA(vb), sizeof(int16)) == 0;
+}
+
+/*
+ * Store an embedding an import brought, for the turn (turn_id, turn_no)
+ * of the session, under model: embedding is pgvector's text of it,
+ * stored_at when it was stored where it comes from. Stored as
+ * store_embedding stores, when the turn is here, not a tombstone, and has
+ * no embedding of the model yet; else says why not. An old version keeps
+ * the embedding it had (never recalled), so that an import copies what an
+ * export has. 22000 when the model here has other dimensions. SPI
+ * connected; the results are freed.
  */
 RecallImported
-RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, text *model,
-					  char *embedding, TimestampTz stored_at)
+RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 turn_no,
+					  text *model, char *embedding, TimestampTz stored_at)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, UUIDOID, INT4OID, InvalidOid, TIMESTAMPTZOID};
-	Datum		values[6];
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, UUIDOID, INT4OID, InvalidOid, TIMESTAMPTZOID, INT8OID};
+	Datum		values[7];
 	int32		model_no,
 				dims;
 	Oid			typinput,
-				typioparam,
-				typoutput;
-	bool		typvarlena;
-	bool		isnull[2];
-	Datum		state[2];
-	int			c;
+				typioparam;
+	bool		found;
+	bool		isnull;
+	Datum		there;
+	RecallImported done;
 
 	AcceptInvalidationMessages();
 	if (!RecallCatalog(true))
 		return RECALL_NOT_INSTALLED;
-	if (!ModelLookup(model, NULL, &model_no, &dims, NULL, true))
+	found = ModelLookup(model, NULL, &model_no, &dims, NULL, true);
+	SPI_freetuptable(SPI_tuptable);
+	if (!found)
 		return RECALL_NO_MODEL;
 	getTypeInputInfo(vector_type, &typinput, &typioparam);
 	argtypes[4] = vector_type;
@@ -934,9 +967,12 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, text *
 	values[3] = Int32GetDatum(model_no);
 	values[4] = CheckDimensions(OidInputFunctionCall(typinput, embedding, typioparam, -1), dims);
 	values[5] = TimestampTzGetDatum(stored_at);
+	values[6] = Int64GetDatum(turn_no);
+	/* by turn number too: a session of many turns has few versions of one */
 	SpiRunPlan(SpiKeptPlan(&import_plan,
 						   "WITH t AS (SELECT t.tenant_id, t.session_id, t.turn_id FROM convctx.turn t"
 						   "            WHERE " SESSION_KEY_AT("t")
+						   "              AND t.turn_no OPERATOR(pg_catalog.=) $7"
 						   "              AND t.turn_id OPERATOR(pg_catalog.=) $3"
 						   "              AND t.deleted_at IS NULL FOR SHARE)"
 						   "INSERT INTO convctx_recall.turn_embedding"
@@ -947,31 +983,34 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, text *
 						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $1), $5, $6 FROM t"
 						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no) DO NOTHING"
 						   " RETURNING 1",
-						   6, argtypes),
+						   7, argtypes),
 			   values, NULL, false, 0, SPI_OK_INSERT_RETURNING);
-	if (SPI_processed > 0)
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	if (found)
 		return RECALL_IMPORTED;
 
-	/* why not: the turn here, and the embedding it has */
+	/* why not: the turn here, and the embedding it has (as written, not read-only) */
 	SpiRunPlan(SpiKeptPlan(&import_state_plan,
 						   "SELECT t.deleted_at IS NOT NULL,"
-						   "       (SELECT e.embedding::pg_catalog.text FROM convctx_recall.turn_embedding e"
+						   "       (SELECT e.embedding FROM convctx_recall.turn_embedding e"
 						   "         WHERE " SESSION_KEY_AT("e")
 						   "           AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id"
 						   "           AND e.model_no OPERATOR(pg_catalog.=) $4)"
 						   "  FROM convctx.turn t WHERE " SESSION_KEY_AT("t")
+						   "   AND t.turn_no OPERATOR(pg_catalog.=) $7"
 						   "   AND t.turn_id OPERATOR(pg_catalog.=) $3",
-						   4, argtypes),
-			   values, NULL, true, 1, SPI_OK_SELECT);
+						   7, argtypes),
+			   values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		return RECALL_REMOVED;
-	for (c = 0; c < 2; c++)
-		state[c] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1, &isnull[c]);
-	if (DatumGetBool(state[0]))
-		return RECALL_REDACTED;
-	getTypeOutputInfo(vector_type, &typoutput, &typvarlena);
-	if (!isnull[1] &&
-		strcmp(TextDatumGetCString(state[1]), OidOutputFunctionCall(typoutput, values[4])) == 0)
-		return RECALL_THERE;
-	return RECALL_CHANGED;
+		done = RECALL_REMOVED;
+	else if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		done = RECALL_REDACTED;
+	else
+	{
+		there = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		done = !isnull && VectorsEqual(there, values[4]) ? RECALL_THERE : RECALL_CHANGED;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return done;
 }

@@ -36,6 +36,7 @@ extern void RecallForget(text *tenant, text *session_id, int64 turn_no);
 extern void RecallForgetSessions(text *tenant, Datum sessions);
 extern bool RecallInstalled(void);
 extern RecallImported RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id,
-											text *model, char *embedding, TimestampTz stored_at);
+											int64 turn_no, text *model, char *embedding,
+											TimestampTz stored_at);
 
 #endif							/* CONVCTX_RECALL_H */

@@ -262,12 +262,37 @@ SELECT pg_temp.try($$SELECT * FROM convctx.import_records(ARRAY(
 CREATE TEMP TABLE bad_embedding AS
 SELECT n, record_type, line::jsonb AS line FROM exported WHERE line::jsonb ->> 'session_id' = 's-a';
 SELECT pg_temp.try(format($$SELECT * FROM convctx.import_records(ARRAY(
-    SELECT CASE WHEN record_type = 'embedding' THEN jsonb_set(line, %L, %L)::text ELSE line::text END
+    SELECT CASE WHEN n = (SELECT min(n) FROM bad_embedding WHERE record_type = 'embedding')
+                THEN jsonb_set(line, %L, %L)::text ELSE line::text END
       FROM bad_embedding ORDER BY n))$$, k, v))
   FROM (VALUES ('{embedding}', '[]'), ('{embedding}', '["1"]'), ('{embedding}', '[1e40, 0, 0]'),
+               ('{embedding}', '[-1e-1000, 1e1000, 0]'),
+               ('{embedding}', (SELECT jsonb_agg(0) FROM generate_series(1, 2001))),
                ('{embedding}', '{"x": 1}'), ('{turn_id}', to_jsonb(gen_random_uuid()::text)),
                ('{model}', '""'), ('{stored_at}', '"soon"'), ('{extra}', '1')) b(k, v);
+-- two embeddings of a turn under one model
+SELECT pg_temp.try($$SELECT * FROM convctx.import_records(ARRAY(
+    SELECT line::text FROM (SELECT n, line FROM bad_embedding
+                            UNION ALL SELECT n, line FROM bad_embedding WHERE record_type = 'embedding') x
+     ORDER BY n))$$);
 SELECT count(*) FROM convctx.session WHERE tenant_id = 'hooli';
+-- numbers a float4 cannot hold: too small is 0, as pgvector reads it
+SELECT * FROM convctx.import_records(ARRAY(
+    SELECT CASE WHEN record_type = 'embedding' AND line ->> 'turn_id' = (SELECT id FROM ids WHERE name = 'a1')::text
+                THEN jsonb_set(line, '{embedding}', '[-1e-1000, 1e-50, 1]')::text ELSE line::text END
+      FROM bad_embedding ORDER BY n)) WHERE record_type = 'embedding';
+SELECT e.embedding FROM convctx_recall.turn_embedding e JOIN ids ON ids.id = e.turn_id
+ WHERE e.tenant_id = 'hooli' AND ids.name = 'a1';
+-- JSON has no negative zero: exported as 0, which is the same vector
+SET convctx.tenant = 'initech';
+SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a1'), 'm3', '[-0,1e-50,1]');
+SELECT e.embedding FROM convctx_recall.turn_embedding e JOIN ids ON ids.id = e.turn_id
+ WHERE e.tenant_id = 'initech' AND ids.name = 'a1';
+SELECT line::jsonb -> 'embedding' FROM convctx.export_records() WHERE record_type = 'embedding'
+   AND line::jsonb ->> 'turn_id' = (SELECT id FROM ids WHERE name = 'a1')::text;
+SELECT record_type, skipped_why FROM convctx.import_records(ARRAY(
+    SELECT line FROM convctx.export_records() WITH ORDINALITY x(record_type, line, n) ORDER BY n))
+ WHERE record_type = 'embedding';
 SET convctx.tenant = 'acme';
 
 ------------------------------------------------------------------------------
