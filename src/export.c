@@ -773,7 +773,8 @@ convctx_export_records(PG_FUNCTION_ARGS)
 {
 	VariantRefuse("convctx.export_records()",
 				  "convctx.export_messages() runs there; for the full record format, export from a copy of the database restored on a single server.");
-	if (RecallInstalled())
+	/* the statement is chosen when the cursor opens, on the first call */
+	if (SRF_IS_FIRSTCALL() && RecallInstalled())
 		return ExportRows(fcinfo, &export_embeddings_plan, EXPORT_SQL(EXPORT_EMBEDDINGS));
 	return ExportRows(fcinfo, &export_plan, EXPORT_SQL(""));
 }

@@ -86,6 +86,14 @@ static SPIPlanPtr model_plan, store_plan, turn_exists_plan, unembedded_plan,
 			forget_turn_plan, forget_session_plan, forget_sessions_plan,
 			import_plan, import_state_plan;
 
+/*
+ * The number of the tenant's own index of the model, for a new embedding
+ * ($1 the tenant, $4 the model's number): NULL while it has none.
+ */
+#define TENANT_INDEX_NO \
+	"(SELECT i.index_no FROM convctx_recall.tenant_index i" \
+	"  WHERE i.model_no OPERATOR(pg_catalog.=) $4 AND i.tenant_id OPERATOR(pg_catalog.=) $1)"
+
 /* The statements of a model (RecallSql), by scope. */
 typedef enum RecallKind
 {
@@ -738,10 +746,7 @@ convctx_recall_store_embedding(PG_FUNCTION_ARGS)
 						   "              FOR SHARE)"
 						   "INSERT INTO convctx_recall.turn_embedding AS e"
 						   "       (tenant_id, session_id, turn_id, model_no, index_no, embedding)"
-						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4,"
-						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
-						   "         WHERE i.model_no OPERATOR(pg_catalog.=) $4"
-						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $1), $5 FROM t"
+						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4, " TENANT_INDEX_NO ", $5 FROM t"
 						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no)"
 						   "    DO UPDATE SET embedding = EXCLUDED.embedding, index_no = EXCLUDED.index_no,"
 						   "                  stored_at = pg_catalog.statement_timestamp()"
@@ -908,6 +913,7 @@ VectorsEqual(Datum a, Datum b)
 	int16		dims;
 	int			i;
 
+	/* the same size: the same dimensions */
 	if (VARSIZE(va) != VARSIZE(vb))
 		return false;
 	/* pgvector's Vector: varlena header, int16 dim, int16 unused, float4 x[] */
@@ -924,7 +930,7 @@ VectorsEqual(Datum a, Datum b)
 		if (x != y)
 			return false;
 	}
-	return memcmp(VARDATA(va), VARDATA(vb), sizeof(int16)) == 0;
+	return true;
 }
 
 /*
@@ -977,10 +983,7 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 						   "              AND t.deleted_at IS NULL FOR SHARE)"
 						   "INSERT INTO convctx_recall.turn_embedding"
 						   "       (tenant_id, session_id, turn_id, model_no, index_no, embedding, stored_at)"
-						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4,"
-						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
-						   "         WHERE i.model_no OPERATOR(pg_catalog.=) $4"
-						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $1), $5, $6 FROM t"
+						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4, " TENANT_INDEX_NO ", $5, $6 FROM t"
 						   "    ON CONFLICT (tenant_id, session_id, turn_id, model_no) DO NOTHING"
 						   " RETURNING 1",
 						   7, argtypes),
