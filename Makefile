@@ -61,3 +61,12 @@ install-client: client/convctx
 	$(INSTALL_PROGRAM) client/convctx '$(DESTDIR)$(bindir)/convctx'
 
 $(OBJS) $(CLIENT_OBJS): | check-headers
+
+# A form of a released install script that main held before it changed
+# (test/upgrade/): installed by the test command only, under a version
+# name of its own, with the update script of the version it claims to be,
+# so that the tests update a database made by it.
+.PHONY: install-upgrade-fixtures
+install-upgrade-fixtures:
+	$(INSTALL_DATA) test/upgrade/convctx--0.5.0-first.sql '$(DESTDIR)$(datadir)/extension/'
+	$(INSTALL_DATA) sql/convctx--0.5.0--0.6.0.sql '$(DESTDIR)$(datadir)/extension/convctx--0.5.0-first--0.6.0.sql'

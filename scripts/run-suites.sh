@@ -5,8 +5,10 @@
 # suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
 # browser, storage and (with pgvector) recall benchmarks (test/bench/*/run.sh), and the check that
 # CONTRIBUTING.md's map of the tree names every file and suite
-# (scripts/check-layout.sh) and that no C file of src/ depends on itself
-# through others (scripts/check-deps.sh, on the built objects); then the diffs and logs of failures, and a final
+# (scripts/check-layout.sh), that no C file of src/ depends on itself
+# through others (scripts/check-deps.sh, on the built objects) and that no
+# released install or update script changed (scripts/check-versions.sh);
+# then the diffs and logs of failures, and a final
 # "N passed, N failed" line.
 set -uo pipefail
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -30,6 +32,8 @@ run_suite() {
         bash scripts/check-layout.sh 2>&1 | tee "$log"
     elif [ "$name" = deps ]; then
         bash scripts/check-deps.sh 2>&1 | tee "$log"
+    elif [ "$name" = versions ]; then
+        bash scripts/check-versions.sh 2>&1 | tee "$log"
     elif [ "$name" = benchmarks ]; then
         # Small sizes, one short round: that each benchmark runs and reports
         # every target, never how fast (no timing is asserted).
@@ -52,9 +56,9 @@ run_suite() {
     elif [ "$name" = layout ]; then
         # one check: passes or fails as a whole
         if [ "$rc" -eq 0 ]; then ok=1; bad=0; else ok=0; bad=1; fi
-    elif [ "$name" = deps ]; then
-        ok=$(sed -n 's/^deps: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$log" | tail -n 1)
-        bad=$(sed -n 's/^deps: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$log" | tail -n 1)
+    elif [ "$name" = deps ] || [ "$name" = versions ]; then
+        ok=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\1/p" "$log" | tail -n 1)
+        bad=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\2/p" "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
         # browser: eight targets, storage: one, recall (with pgvector): six, each PASS or MISS
@@ -97,6 +101,7 @@ run_suite clients
 run_suite benchmarks
 run_suite layout
 run_suite deps
+run_suite versions
 
 for f in regression.diffs output_iso/regression.diffs; do
     if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi

@@ -14,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 
 ensure_packages test
 build_and_install
+# the earlier forms of released scripts that the upgrade tests update from
+as_root make -C "$STAGE" -s install-upgrade-fixtures with_llvm=no PG_CONFIG="$PG_CONFIG" >/dev/null
 # pgvector for the recall suite: built from the tarball beside the tree
 # (../shared/pgvector) or named by CONVCTX_PGVECTOR_SOURCE, when the server
 # has none. With a source, a build that fails stops the run: recall is

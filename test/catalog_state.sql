@@ -1,20 +1,22 @@
 -- catalog_state: everything an install of convctx puts in the catalog, one
 -- row per object (kind, name, props), comparable between two installs made
 -- by different paths (sql/upgrade.sql: a fresh CREATE EXTENSION against an
--- older version updated with ALTER EXTENSION UPDATE). Names, not OIDs;
+-- older version updated with ALTER EXTENSION UPDATE), or of convctx_recall
+-- after SET catalog_state.extension = convctx_recall. Names, not OIDs;
 -- privileges sorted (their order in an ACL means nothing); column order as
 -- the rank among live columns (an update leaves dropped ones behind).
 CREATE TEMP VIEW catalog_state AS
-WITH ext AS (SELECT e.oid, e.extnamespace AS nsp FROM pg_extension e WHERE e.extname = 'convctx')
+WITH ext AS (SELECT e.oid, e.extnamespace AS nsp FROM pg_extension e
+             WHERE e.extname = coalesce(nullif(current_setting('catalog_state.extension', true), ''), 'convctx'))
 SELECT 'extension' AS kind, e.extname::text AS name,
        e.extversion || ' relocatable ' || e.extrelocatable::text || ' schema ' || e.extnamespace::regnamespace::text
            || ' owner ' || pg_get_userbyid(e.extowner) AS props
-FROM pg_extension e WHERE e.extname = 'convctx'
+FROM pg_extension e, ext WHERE e.oid = ext.oid
 UNION ALL
 -- the tables pg_dump dumps, and which of their rows
 SELECT 'config_dump', x.oid::regclass::text, coalesce(x.cond, '-')
-FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(oid, cond)
-WHERE e.extname = 'convctx'
+FROM pg_extension e, ext, unnest(e.extconfig, e.extcondition) AS x(oid, cond)
+WHERE e.oid = ext.oid
 UNION ALL
 -- what DROP EXTENSION drops (pg_depend deptype 'e')
 SELECT 'member', pg_describe_object(d.classid, d.objid, d.objsubid), 'member'

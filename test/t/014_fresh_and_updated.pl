@@ -57,14 +57,46 @@ is($roles, 3, 'the fresh install created three roles');
 ok(scalar(@$fresh) > 300, 'and the catalog has its entries (' . scalar(@$fresh) . ')');
 drop_everything('fresh');
 
-foreach my $old ('0.1.0', '0.2.0', '0.3.0', '0.4.0')
+# 0.5.0-first: the first form of 0.5.0's install script that main held
+# (test/upgrade/), installed under a name of its own by the test command,
+# updated by the same script as 0.5.0.
+foreach my $old ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.5.0-first')
 {
-	(my $name = "v$old") =~ s/\./_/g;
+	(my $name = "v$old") =~ s/[.-]/_/g;
 	$node->safe_psql('postgres', "CREATE DATABASE $name");
 	$node->safe_psql($name, "CREATE EXTENSION convctx VERSION '$old'");
+	# a linked conversation of two turns, written as that version's API
+	# left it: after the update it is listed with its first question as its
+	# title, and the API works on it
+	$node->safe_psql($name, q{
+		BEGIN;
+		INSERT INTO convctx.session (tenant_id, session_id, identity_id, last_turn_no, live_turns, live_answers, created_at)
+		VALUES ('acme', 's1', 'u1', 2, 2, 2, now());
+		INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at) VALUES ('acme', 's1', 'u1', now());
+		INSERT INTO convctx.turn (tenant_id, session_id, turn_id, turn_no, request_id, identity_id,
+		                          finalized_at, question_neutral, answer_neutral)
+		VALUES ('acme', 's1', gen_random_uuid(), 1, 'r1', 'u1', now(), '  Q1', 'A1'),
+		       ('acme', 's1', gen_random_uuid(), 2, 'r2', 'u1', now(), 'Q2', 'A2');
+		COMMIT})
+	  if $old ge '0.4.0';
+	# the last form of 0.5.0 keeps the default title in the row
+	$node->safe_psql($name, q{UPDATE convctx.session SET first_question = 'Q1'}) if $old eq '0.5.0';
 	$node->safe_psql($name, 'ALTER EXTENSION convctx UPDATE');
 	is(join("\n", @{ differences($fresh, catalog($name)) }), '',
 		"$old updated: the catalog and the roles of a fresh install");
+	if ($old ge '0.4.0')
+	{
+		is($node->safe_psql($name, q{
+			SET convctx.tenant = 'acme';
+			SELECT title || ' ' || title_is_default || ' ' || linked_later || ' ' || live_turns
+			  FROM convctx.list_conversations('u1');
+			SELECT repeated || ' ' || jsonb_array_length(history)
+			  FROM convctx.begin_turn('s1', 'r3', 'Q3', identity_id => 'u1');
+			SELECT convctx.erase_identity('u1');
+			SELECT count(*) FROM convctx.list_conversations('u1')}),
+			"Q1 true false 2\nfalse 2\n3\n0",
+			"$old updated: its conversation listed with its default title; begin_turn and erase_identity work");
+	}
 	drop_everything($name);
 }
 
