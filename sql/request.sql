@@ -47,6 +47,14 @@ SELECT turn_id = :'t4' AS same_turn, repeated, answer_neutral IS NULL AS no_answ
 FROM convctx.begin_turn('s1', 'r4', 'Since when?', turn_limit => 2);
 -- exactly one turn per request, however often it was begun
 SELECT request_id, count(*) FROM convctx.turn WHERE session_id = 's1' GROUP BY 1 ORDER BY 1;
+-- A retry reads the history again: an earlier turn answered after the
+-- first call is in it, the turn itself and later turns never are.
+SELECT turn_id AS late1 FROM convctx.begin_turn('s-late', 'ra', 'First?') \gset
+SELECT history AS first_call FROM convctx.begin_turn('s-late', 'rb', 'Second?');
+SELECT convctx.finalize_turn('s-late', :'late1', 'First answer.');
+SELECT convctx.finalize_turn('s-late', turn_id, 'Third answer.')
+FROM convctx.begin_turn('s-late', 'rc', 'Third?');
+SELECT repeated, history AS retry FROM convctx.begin_turn('s-late', 'rb', 'Second?');
 -- the translated answer of a translated turn comes back too
 SELECT convctx.finalize_turn('s1', turn_id, 'Since 1993.', 'Od 1993.')
 FROM convctx.begin_turn('s1', 'r4', 'Since when?');

@@ -22,9 +22,10 @@ my $catalog_state = slurp_file('test/catalog_state.sql');
 # One line per catalog entry: kind, name and a hash of its properties.
 sub catalog
 {
-	my ($db) = @_;
+	my ($db, $extension) = @_;
+	$extension //= 'convctx';
 	my $rows = $node->safe_psql($db,
-		$catalog_state
+		"SET catalog_state.extension = '$extension';\n" . $catalog_state
 		  . q{SELECT kind || ' ' || name || ' ' || md5(props) FROM catalog_state ORDER BY 1});
 	return [ split /\n/, $rows ];
 }
@@ -98,6 +99,30 @@ foreach my $old ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.5.0-first')
 			"$old updated: its conversation listed with its default title; begin_turn and erase_identity work");
 	}
 	drop_everything($name);
+}
+
+# convctx_recall (where pgvector is installed): a fresh install of the
+# current version and each older one updated give the same catalog.
+SKIP:
+{
+	skip 'pgvector is not installed', 2
+	  unless $node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'}) eq '1';
+	my $setup = 'CREATE EXTENSION convctx; CREATE EXTENSION vector';
+	$node->safe_psql('postgres', 'CREATE DATABASE recall_fresh');
+	$node->safe_psql('recall_fresh', "$setup; CREATE EXTENSION convctx_recall");
+	my $recall_fresh = catalog('recall_fresh', 'convctx_recall');
+	ok(scalar(@$recall_fresh) > 20,
+		'convctx_recall\'s catalog has its entries (' . scalar(@$recall_fresh) . ')');
+	foreach my $old ('0.5.0')
+	{
+		(my $name = "recall_v$old") =~ s/[.-]/_/g;
+		$node->safe_psql('postgres', "CREATE DATABASE $name");
+		$node->safe_psql($name, "$setup; CREATE EXTENSION convctx_recall VERSION '$old'");
+		$node->safe_psql($name, 'ALTER EXTENSION convctx_recall UPDATE');
+		is(join("\n", @{ differences($recall_fresh, catalog($name, 'convctx_recall')) }), '',
+			"convctx_recall $old updated: the catalog of a fresh install");
+	}
 }
 
 done_testing();
