@@ -338,6 +338,9 @@ REVOKE ALL ON FUNCTION convctx.distribute() FROM PUBLIC;
 -- Import: merges keep titles and link times
 ------------------------------------------------------------------------------
 
+COMMENT ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) IS
+    'write convctx.jsonl records (session groups: a session record, then its turns, retrievals, clarifications, summary and context; or a context alone) into the tenant the caller acts for, with their ids and timestamps, under the rules of the API; derived counts are recomputed and checked; an existing session is merged (on_conflict ''skip''): what the file has and the database lacks is added, what both have is skipped, a conflict refused with 23505; its title is taken only where the session has none here and no redaction here could have removed it (a title of its own here is kept), a link it lacks with the file''s linked_at, and its session record counts as imported when any of it is taken (title, link, later last activity); or refused whole (''error''); one of another identity refused with CV001 and audited, one erased here with 55000; a context that erase_identity deleted (of an erased session, or with a key of an erased user_id) refused with 55000; anonymous sessions the next purge would delete are refused unless allow_anonymous, or given as_identity; identity_map renames identities; returns the records imported and skipped per type, with why each was skipped; what convctx import sends';
+
 ------------------------------------------------------------------------------
 -- Redaction, erasure and purge at a cost that needs no ANALYZE
 ------------------------------------------------------------------------------

@@ -348,6 +348,87 @@ SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_
 RESET ROLE;
 SELECT last_turn_no, live_turns FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 's1';
 
+-- A title and a link made after the export: a merge of the newer export
+-- takes both, the link with the file's linked_at (linked_later as in acme),
+-- and counts the session record as imported, not as already there; copy's
+-- ti then exports as acme's does. The same file again: already there.
+SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('ti', 'r1', 'Q1 of ti') AS ti1 \gset
+SELECT convctx.finalize_turn('ti', :'ti1', 'A1 of ti');
+RESET convctx.tenant;
+CREATE TABLE pg_temp.one (LIKE pg_temp.src);
+GRANT SELECT, INSERT, DELETE ON pg_temp.one TO PUBLIC;
+CREATE FUNCTION pg_temp.export_one(sid text) RETURNS void LANGUAGE sql AS $$
+    DELETE FROM pg_temp.one;
+    INSERT INTO pg_temp.one SELECT * FROM convctx.export_records(sid) WITH ORDINALITY;
+$$;
+CREATE FUNCTION pg_temp.import_one() RETURNS TABLE (record_type text, imported bigint, skipped bigint, skipped_why jsonb)
+LANGUAGE sql AS $$
+    SELECT * FROM convctx.import_records((SELECT array_agg(line ORDER BY n) FROM pg_temp.one))
+     WHERE record_type IN ('session', 'turn')
+$$;
+CREATE FUNCTION pg_temp.same_as_file(sid text) RETURNS TABLE (lines bigint, identical bigint) LANGUAGE sql AS $$
+    SELECT count(*), count(*) FILTER (WHERE g.line = c.line)
+    FROM pg_temp.one g FULL JOIN convctx.export_records(sid) WITH ORDINALITY AS c(record_type, line, n) USING (n)
+$$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pg_temp TO PUBLIC;
+SET ROLE import_admin;
+SELECT pg_temp.export_one('ti');
+SET ROLE import_copy;
+SELECT * FROM pg_temp.import_one();
+RESET ROLE;
+SET convctx.tenant = 'acme';
+SELECT convctx.set_session_title('ti', 'Title set after the export');
+SELECT convctx.link_session('u9', 'ti');
+SELECT convctx.start_turn('ti', 'r2', 'Q2 of ti') AS ti2 \gset
+SELECT convctx.finalize_turn('ti', :'ti2', 'A2 of ti');
+RESET convctx.tenant;
+SET ROLE import_admin;
+SELECT pg_temp.export_one('ti');
+SET ROLE import_copy;
+SELECT * FROM pg_temp.import_one();
+SELECT * FROM pg_temp.same_as_file('ti');
+SELECT * FROM pg_temp.import_one();
+RESET ROLE;
+SELECT s.tenant_id, s.title, s.identity_id, s.linked_later, l.linked_at = a.linked_at AS linked_at_as_acme
+FROM convctx.session s JOIN convctx.session_link l USING (tenant_id, session_id),
+     (SELECT linked_at FROM convctx.session_link WHERE tenant_id = 'acme' AND session_id = 'ti') a
+WHERE s.session_id = 'ti' ORDER BY 1;
+-- a title of copy's own is kept, whatever the file says: another title here
+SET ROLE import_copy;
+SELECT convctx.set_session_title('ti', 'Title set in copy');
+SELECT * FROM pg_temp.import_one();
+RESET ROLE;
+SELECT title FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 'ti';
+
+-- A title removed here by a redaction does not come back from a file: tr
+-- has a title in acme when exported; copy redacts a turn, which removes the
+-- title; the same file again, and a newer one, leave it removed, and the
+-- session record says why (redacted here) when nothing else of it is taken.
+SET convctx.tenant = 'acme';
+SELECT convctx.start_turn('tr', 'r1', 'Q1 of tr', identity_id => 'u8') AS tr1 \gset
+SELECT convctx.finalize_turn('tr', :'tr1', 'A1 of tr');
+SELECT convctx.start_turn('tr', 'r2', 'Q2 of tr') AS tr2 \gset
+SELECT convctx.set_session_title('tr', 'About Q1 of tr');
+RESET convctx.tenant;
+SET ROLE import_admin;
+SELECT pg_temp.export_one('tr');
+SET ROLE import_copy;
+SELECT * FROM pg_temp.import_one();
+SELECT convctx.redact_turn('tr', :'tr1');
+SELECT * FROM pg_temp.import_one();
+RESET ROLE;
+SET convctx.tenant = 'acme';
+SELECT convctx.finalize_turn('tr', :'tr2', 'A2 of tr');
+SELECT convctx.start_turn('tr', 'r3', 'Q3 of tr') IS NOT NULL AS started;
+RESET convctx.tenant;
+SET ROLE import_admin;
+SELECT pg_temp.export_one('tr');
+SET ROLE import_copy;
+SELECT * FROM pg_temp.import_one();
+RESET ROLE;
+SELECT tenant_id, title, redactions, live_turns FROM convctx.session WHERE session_id = 'tr' ORDER BY 1;
+
 -- An erasure holds against re-import: after erase_identity('u1') in acme, its export from
 -- before the erasure brings back nothing the erasure took, and writes no audit row naming u1.
 -- With convctx.identity_hash_key a session or context of the erased identity is refused

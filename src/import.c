@@ -88,7 +88,7 @@ static const char *const record_type_plurals[REC_TYPES] = {
 
 static const char *const skip_reason_names[SKIP_REASONS] = {
 	"already there", "changed here", "redacted here", "removed here",
-	"no convctx_recall here", "model not registered here"
+	"no convctx_recall here", "model not registered here", "another title here"
 };
 
 /* $1 tenant, $2 session, $3 identity, $4 created_at, $5 last_activity_at, $6 title */
@@ -104,7 +104,8 @@ static const char *const skip_reason_names[SKIP_REASONS] = {
  * redacted in it until the import commits.
  */
 #define SESSION_EXISTING_SQL \
-	"SELECT identity_id, last_turn_no FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE"
+	"SELECT identity_id, last_turn_no, title, redactions, last_activity_at" \
+	"  FROM convctx.session WHERE " SESSION_KEY " FOR UPDATE"
 
 /* The identity of a session, if it exists (a context's conversation). */
 #define SESSION_IDENTITY_SQL \
@@ -252,7 +253,7 @@ SessionRecordFields(ImportRecord *rec, SessionGroup *g, text **identity, text **
  * (FinishGroup) with what is stored.
  */
 static void
-SessionExisting(ImportOptions *opts, SessionGroup *g, text *identity, ImportCounts *counts)
+SessionExisting(ImportOptions *opts, SessionGroup *g, text *identity)
 {
 	bool		isnull;
 	text	   *existing;
@@ -264,6 +265,12 @@ SessionExisting(ImportOptions *opts, SessionGroup *g, text *identity, ImportCoun
 	existing = isnull ? NULL : DatumGetTextPCopy(d);
 	g->stored_last_turn_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 														 SPI_tuptable->tupdesc, 2, &isnull));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	g->stored_title = isnull ? NULL : DatumGetTextPCopy(d);
+	g->stored_redactions = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 4, &isnull));
+	g->stored_last_activity_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+																   SPI_tuptable->tupdesc, 5, &isnull));
 
 	/*
 	 * A session erase_identity erased here takes nothing of a file
@@ -283,12 +290,20 @@ SessionExisting(ImportOptions *opts, SessionGroup *g, text *identity, ImportCoun
 				errcode(ERRCODE_UNIQUE_VIOLATION),
 				errmsg("session \"%s\" exists already", g->session_name),
 				errhint("convctx import --on-conflict=skip leaves existing sessions alone and counts them."));
-	/* linked where the file comes from: linked here too, as link_session links */
+	/*
+	 * Linked where the file comes from: linked here too, as link_session
+	 * links, at the time the file states (now for as_identity), so that the
+	 * session exports as it was exported. The session record is counted
+	 * when the group is merged (MergeGroup).
+	 */
 	if (existing == NULL && identity != NULL)
-		SessionLinkLocked(opts->tenant, g->session_id, NULL, identity, true);
+	{
+		SessionLinkAt(opts->tenant, g->session_id, identity,
+					  g->link_now ? GetCurrentStatementStartTimestamp() : g->linked_at);
+		g->link_added = true;
+	}
 	g->stored_identity = existing ? existing : identity;
 	g->existing = true;
-	CountSkipped(counts, REC_SESSION, SKIP_THERE);
 }
 
 /*
@@ -316,6 +331,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 	rec->group_id = g->session_name;
 	CheckFirstInBatch(opts, rec, "session", g->session_id);
 	SessionRecordFields(rec, g, &identity, &title);
+	g->title = title;
 
 	raw_identity = identity;
 	identity = MappedIdentity(opts, identity);
@@ -347,7 +363,7 @@ ImportSession(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 			   false, 0, SPI_OK_INSERT_RETURNING);
 	if (SPI_processed == 0)
 	{
-		SessionExisting(opts, g, identity, counts);
+		SessionExisting(opts, g, identity);
 		return;
 	}
 	counts->imported[REC_SESSION]++;

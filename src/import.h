@@ -104,6 +104,11 @@ typedef struct SessionGroup
 	bool		existing;		/* the session exists: the group is merged */
 	text	   *stored_identity;	/* an existing session's identity (after a link) */
 	int64		stored_last_turn_no;	/* an existing session's newest turn number */
+	text	   *stored_title;	/* an existing session's title, NULL: none */
+	int64		stored_redactions;	/* an existing session's redaction generation */
+	TimestampTz stored_last_activity_at;
+	bool		link_added;		/* an existing anonymous session linked by the file */
+	text	   *title;			/* the file's title, NULL: none */
 	int			recno;			/* its session record */
 	text	   *session_id;
 	char	   *session_name;	/* for messages */
@@ -161,7 +166,8 @@ typedef struct ImportRecord
  * later state of it (finalized, corrected or written again here since the
  * export), redacted its turn, or removed its turn (retention, the
  * anonymous cap) after numbering it; for an embedding also: this database
- * has no convctx_recall, or not the model.
+ * has no convctx_recall, or not the model; for the session record of a
+ * merge also: the session has another title here, which is kept.
  */
 typedef enum SkipReason
 {
@@ -171,6 +177,7 @@ typedef enum SkipReason
 	SKIP_REMOVED,
 	SKIP_NO_RECALL,
 	SKIP_NO_MODEL,
+	SKIP_OTHER_TITLE,
 	SKIP_REASONS
 } SkipReason;
 
@@ -212,7 +219,8 @@ typedef struct ImportCounts
 /*
  * The derived values of a merged session, counted again from its rows as
  * the API keeps them: $3 the file's newest turn number, $4 its last
- * activity, $5 its redactions. Returns the live turns.
+ * activity, $5 its redactions, $6 its title when the merge takes it (NULL:
+ * the session's is kept). Returns the live turns.
  */
 
 #define SESSION_MERGE_SQL \
@@ -220,6 +228,7 @@ typedef struct ImportCounts
 	"  last_turn_no = GREATEST(s.last_turn_no, $3)," \
 	"  last_activity_at = GREATEST(s.last_activity_at, $4)," \
 	"  redactions = GREATEST(s.redactions, $5)," \
+	"  title = COALESCE($6, s.title)," \
 	"  live_turns = (SELECT pg_catalog.count(*)" LIVE_TURN_OF("t") ")," \
 	"  live_answers = (SELECT pg_catalog.count(t.finalized_at)" LIVE_TURN_OF("t") ")," \
 	"  summary_through_turn_no = (SELECT m.through_turn_no FROM convctx.session_summary m" \

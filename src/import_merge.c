@@ -39,6 +39,7 @@
 #include "audit.h"
 #include "browser.h"
 #include "context.h"
+#include "erasure.h"
 #include "import.h"
 #include "jsonb_util.h"
 #include "metadata.h"
@@ -147,9 +148,10 @@ StoredTurns(ImportOptions *opts, SessionGroup *g, int *n)
 	return rows;
 }
 
-/* What a merge does with a turn record. */
+/* What a merge does with a turn record (and with the session's title). */
 #define TURN_INSERT (-1)
 #define TURN_UPDATE (-2)
+#define TITLE_SAME (-3)
 
 /* 23505 (55000 with redacted): the file's turn f and this database's disagree. */
 static void
@@ -475,21 +477,85 @@ MergeSummary(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCoun
 	return why < 0;
 }
 
-/* The derived values of the session row counted again from its rows. */
+/*
+ * Could a redaction here have removed a title that the file has?
+ * redact_turn, redact_session and erase_identity remove the session's
+ * title (it may quote what they redact) and bump its redaction generation
+ * (session.redactions), which an import carries over from the file. Yes
+ * when this database's generation is ahead of the file's (a redaction
+ * here that the file does not have), when a turn redacted here is not a
+ * tombstone in the file, or when the session was erased here. A title in
+ * the file was set after every redaction of the file (each removed the
+ * title of its time), so it is safe only when those are all the
+ * redactions here.
+ */
+static bool
+RedactedSinceFile(SessionGroup *g, TurnRow *db, int ndb, int64 file_redactions)
+{
+	TurnRow    *in_file;
+	int			j;
+
+	if (g->stored_redactions > file_redactions ||
+		(g->stored_identity != NULL && IsErasedIdentity(g->stored_identity)))
+		return true;
+	in_file = palloc(sizeof(TurnRow) * Max(g->nturns, 1));
+	memcpy(in_file, g->turns, sizeof(TurnRow) * g->nturns);
+	qsort(in_file, g->nturns, sizeof(TurnRow), TurnRowByNumber);
+	for (j = 0; j < ndb; j++)
+	{
+		bool		redacted_in_file = false;
+		int			k;
+
+		if (!db[j].tombstone)
+			continue;
+		for (k = FirstTurnFrom(in_file, g->nturns, db[j].turn_no);
+			 k < g->nturns && in_file[k].turn_no == db[j].turn_no; k++)
+			redacted_in_file |= in_file[k].tombstone;
+		if (!redacted_in_file)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * What a merge does with the file's title: TITLE_SAME (the session has
+ * it), TURN_INSERT (takes it: the session has none here, and no redaction
+ * here could have removed it), or why not: SKIP_OTHER_TITLE (the session
+ * has a title of its own here, kept: an import never replaces or removes
+ * one), SKIP_REDACTED (a redaction here since may have removed it).
+ */
+static int
+MergeTitleAction(SessionGroup *g, TurnRow *db, int ndb, int64 file_redactions)
+{
+	if (TextEqual(g->stored_title, g->title))
+		return TITLE_SAME;
+	if (g->stored_title != NULL)
+		return SKIP_OTHER_TITLE;
+	if (RedactedSinceFile(g, db, ndb, file_redactions))
+		return SKIP_REDACTED;
+	return TURN_INSERT;
+}
+
+/*
+ * The derived values of the session row counted again from its rows, and
+ * the file's later last activity and title (NULL: none taken).
+ */
 static void
 MergeSessionRow(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Datum *key,
-				int64 max_turn_no, int64 max_redaction)
+				int64 max_turn_no, int64 max_redaction, text *title)
 {
-	Oid			merge_types[5] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID};
-	Datum		merge_values[5] = {key[0], key[1],
+	Oid			merge_types[6] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID, TEXTOID};
+	Datum		merge_values[6] = {key[0], key[1],
 		Int64GetDatum(g->has_last_turn_no ? g->last_turn_no : max_turn_no),
 		TimestampTzGetDatum(g->last_activity_at),
-	Int64GetDatum(g->has_redactions ? g->redactions : max_redaction)};
+		Int64GetDatum(g->has_redactions ? g->redactions : max_redaction),
+	PointerGetDatum(title)};
+	char		merge_nulls[6] = {' ', ' ', ' ', ' ', ' ', title ? ' ' : 'n'};
 
 	rec->recno = g->recno;
 	rec->type = REC_SESSION;
-	SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 5, merge_types),
-			   merge_values, NULL, false, 0, SPI_OK_UPDATE_RETURNING);
+	SpiRunPlan(SpiKeptPlan(&session_merge_plan, SESSION_MERGE_SQL, 6, merge_types),
+			   merge_values, merge_nulls, false, 0, SPI_OK_UPDATE_RETURNING);
 	if (g->stored_identity == NULL && !opts->allow_anonymous &&
 		SpiFirstInt8() > convctx_max_session_turns)
 		ereport(ERROR,
@@ -508,8 +574,12 @@ MergeSessionRow(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Datum *
  * or what changed here since (counted as skipped, with the reason), and
  * refuse a conflict: the same turn with other content, or a turn here
  * that the file does not have between turns it has. The session row was
- * locked when its record was read, as every writer locks it; its derived
- * values are counted again from its rows when anything was written.
+ * locked when its record was read, as every writer locks it (and linked
+ * then, when the file links it); its derived values are counted again
+ * from its rows when anything was written. The session record is imported
+ * when any of it is taken: its link, its later last activity, its title
+ * (MergeTitleAction); else skipped, with the reason its title was not
+ * taken, or as changed here (later activity here) or already there.
  */
 void
 MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts,
@@ -520,6 +590,8 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	TurnRow   **by_id = palloc(sizeof(TurnRow *) * Max(ndb, 1));
 	int		   *action = palloc(sizeof(int) * Max(g->nturns, 1));
 	bool		wrote = false;
+	bool		activity_later = g->last_activity_at > g->stored_last_activity_at;
+	int			title_action;
 	int64		min_turn_no = PG_INT64_MAX;
 	Datum		key[3] = {PointerGetDatum(opts->tenant), PointerGetDatum(g->session_id), 0};
 	int			i,
@@ -536,10 +608,23 @@ MergeGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts
 	}
 	if (wrote)
 		MergeCheckDiverged(rec, g, db, ndb, min_turn_no, max_turn_no);
+	title_action = MergeTitleAction(g, db, ndb, g->has_redactions ? g->redactions : max_redaction);
 	MergeTurns(opts, rec, g, counts, action);
 	wrote |= MergeTurnData(rec, g, counts, action, key);
 	wrote |= MergeSummary(opts, rec, g, counts, db, ndb, key);
 	WriteGroupContext(opts, rec, g, counts);
-	if (wrote)
-		MergeSessionRow(opts, rec, g, key, max_turn_no, max_redaction);
+	if (wrote || activity_later || g->link_added || title_action == TURN_INSERT)
+		MergeSessionRow(opts, rec, g, key, max_turn_no, max_redaction,
+						title_action == TURN_INSERT ? g->title : NULL);
+
+	/* the session record: what of it was taken, or why not */
+	rec->recno = g->recno;
+	rec->type = REC_SESSION;
+	if (activity_later || g->link_added || title_action == TURN_INSERT)
+		counts->imported[REC_SESSION]++;
+	else if (title_action != TITLE_SAME)
+		CountSkipped(counts, REC_SESSION, (SkipReason) title_action);
+	else
+		CountSkipped(counts, REC_SESSION,
+					 g->stored_last_activity_at > g->last_activity_at ? SKIP_CHANGED : SKIP_THERE);
 }

@@ -26,6 +26,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "convctx.h"
 #include "args.h"
@@ -36,7 +37,7 @@
 #include "tenancy.h"
 
 /* kept plans (spi_util.c), NULL until first used */
-static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
+static SPIPlanPtr session_touch_plan, link_plan, link_at_plan, backfill_plan;
 
 /*
  * Create the session row or count a link as activity on it, locking the
@@ -53,6 +54,14 @@ static SPIPlanPtr session_touch_plan, link_plan, backfill_plan;
 	"              VALUES ($1, $2, $3))" \
 	" UPDATE convctx.session SET identity_id = $3," \
 	"        linked_later = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.>) created_at" \
+	"  WHERE " SESSION_KEY
+
+/* LINK_SQL with the time of the link given: $4 */
+#define LINK_AT_SQL \
+	"WITH link AS (INSERT INTO convctx.session_link (tenant_id, session_id, identity_id, linked_at)" \
+	"              VALUES ($1, $2, $3, $4))" \
+	" UPDATE convctx.session SET identity_id = $3," \
+	"        linked_later = $4 OPERATOR(pg_catalog.>) created_at" \
 	"  WHERE " SESSION_KEY
 
 #define BACKFILL_SQL \
@@ -119,6 +128,24 @@ SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 		SpiRunPlan(SpiKeptPlan(&backfill_plan, BACKFILL_SQL, 3, argtypes), values, NULL,
 				   false, 0, SPI_OK_UPDATE);
 	SpiRunPlan(SpiKeptPlan(&link_plan, LINK_SQL, 3, argtypes), values, NULL,
+			   false, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Link the anonymous session session_id, whose row the caller holds locked,
+ * to identity_id as of linked_at (an import keeps the time its file
+ * states), backfilling its turns as link_session does.
+ */
+void
+SessionLinkAt(text *tenant, text *session_id, text *identity_id, TimestampTz linked_at)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[4] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	PointerGetDatum(identity_id), TimestampTzGetDatum(linked_at)};
+
+	SpiRunPlan(SpiKeptPlan(&backfill_plan, BACKFILL_SQL, 3, argtypes), values, NULL,
+			   false, 0, SPI_OK_UPDATE);
+	SpiRunPlan(SpiKeptPlan(&link_at_plan, LINK_AT_SQL, 4, argtypes), values, NULL,
 			   false, 0, SPI_OK_UPDATE);
 }
 

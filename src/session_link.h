@@ -14,8 +14,12 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 /* Session links (session_link.c) */
 extern void SessionLinkLocked(text *tenant, text *session_id, text *current_identity,
 							  text *identity_id, bool backfill);
+extern void SessionLinkAt(text *tenant, text *session_id, text *identity_id,
+						  TimestampTz linked_at);
 
 #endif							/* CONVCTX_SESSION_LINK_H */

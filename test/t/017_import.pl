@@ -166,6 +166,35 @@ is(tenant_rows('fresh', 'acme'), $before, 'and changes nothing');
 is($rc, 1, '--on-conflict=error: exit 1');
 like($err, qr/acme\.jsonl:\d+: error: .* exists already \(SQLSTATE 23505\)/, '--on-conflict=error names the line');
 
+# A newer export merged into the import of an older one: what was made
+# since (a turn, the app's title, a link) comes in, the title and the
+# link's time as in the source; the session record counts as imported, and
+# the tenant exports again as the newer file.
+$node->safe_psql('app', q{SET convctx.tenant = 'newer';
+    SELECT convctx.finalize_turn('n1', convctx.start_turn('n1', 'r1', 'first question'), 'first answer')});
+($rc, $out, $err) = tool('export', @app, '-U', 'importer', '--tenant', 'newer', '-f', "$dir/older.jsonl");
+is($rc, 0, 'export of the older file') or diag($err);
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'newer', '-f', "$dir/older.jsonl");
+is($rc, 0, 'import of the older file') or diag($err);
+$node->safe_psql('app', q{SET convctx.tenant = 'newer';
+    SELECT convctx.set_session_title('n1', 'A title set since the export');
+    SELECT convctx.link_session('u5', 'n1');
+    SELECT convctx.finalize_turn('n1', convctx.start_turn('n1', 'r2', 'second question'), 'second answer')});
+($rc, $out, $err) = tool('export', @app, '-U', 'importer', '--tenant', 'newer', '-f', "$dir/newer.jsonl");
+is($rc, 0, 'export of the newer file') or diag($err);
+($rc, $out, $err) = tool('import', @fresh, '-U', 'importer', '--tenant', 'newer', '-f', "$dir/newer.jsonl");
+is($rc, 0, 'merge of the newer file') or diag($err);
+like($err, qr/imported 1 session, 1 turn, .*\n.*skipped 0 sessions, 1 turn, .* \(already there: 1\)\n/,
+    'merge of the newer file: the session record is imported, not already there');
+($rc, $out, $err) = tool('export', @fresh, '-U', 'importer', '--tenant', 'newer', '-f', "$dir/merged.jsonl");
+is($rc, 0, 'export of the merged tenant') or diag($err);
+is(without_header(read_file("$dir/merged.jsonl")), without_header(read_file("$dir/newer.jsonl")),
+    'the merged tenant exports as the newer file: its title, link and link time');
+is($node->safe_psql('fresh', q{SELECT title || ':' || linked_later FROM convctx.session
+    WHERE tenant_id = 'newer' AND session_id = 'n1'}),
+    $node->safe_psql('app', q{SELECT title || ':' || linked_later FROM convctx.session
+    WHERE tenant_id = 'newer' AND session_id = 'n1'}), 'title and linked_later as in the source');
+
 # The data subject's export imports as well, and from standard input.
 ($rc, $out, $err) = tool('export', @app, '-U', 'admin_acme', '--identity', 'u2');
 is($rc, 0, 'export of identity u2');
