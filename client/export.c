@@ -32,7 +32,10 @@
 
 #include <jansson.h>
 
+#include "common.h"
 #include "convctx.h"
+#include "format.h"
+#include "util.h"
 
 /* Rows fetched from the server at a time. */
 #define FETCH_ROWS "1000"

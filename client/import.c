@@ -43,8 +43,11 @@
 
 #include <jansson.h>
 
+#include "common.h"
+#include "convctx.h"
 #include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /* Records per call of convctx.import_records() (whole groups). */
 #define DEFAULT_BATCH 1000

@@ -13,9 +13,17 @@
 #ifndef CONVCTX_IMPORT_H
 #define CONVCTX_IMPORT_H
 
-#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
 
-#include "convctx.h"
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "common.h"
+#include "format.h"
+
+/* "FILE:LINE" of a record: a path and a number */
+#define WHERE_LEN			(4096 + 32)
 
 /* The options of convctx import. */
 typedef struct ImportOptions

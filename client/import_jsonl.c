@@ -25,8 +25,10 @@
 
 #include <jansson.h>
 
+#include "format.h"
 #include "import.h"
 #include "jsonl_scan.h"
+#include "util.h"
 
 /* A line's record: its type (index in record_types) and conversation id. */
 typedef struct LineRecord

@@ -23,7 +23,10 @@
 
 #include <jansson.h>
 
+#include "common.h"
+#include "format.h"
 #include "import.h"
+#include "util.h"
 
 /* Run a statement that must succeed; a lost connection is exit 2. */
 void

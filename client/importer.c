@@ -22,7 +22,9 @@
 
 #include <jansson.h>
 
+#include "format.h"
 #include "import.h"
+#include "util.h"
 
 /* The record types, as the summary counts more than one of them. */
 static const char *const record_types_plural[RECORD_TYPES] = {

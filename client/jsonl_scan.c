@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "jsonl_scan.h"
+#include "util.h"
 
 /* Deepest nesting taken (jansson's limit too). */
 #define MAX_DEPTH 2048

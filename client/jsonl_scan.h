@@ -12,7 +12,8 @@
 #ifndef CONVCTX_JSONL_SCAN_H
 #define CONVCTX_JSONL_SCAN_H
 
-#include "convctx.h"
+#include <stdbool.h>
+#include <stddef.h>
 
 /* A line's strings that grouping needs, NULL when it has none. */
 typedef struct ScannedLine

@@ -32,7 +32,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /* The import's start, the time of what has none. */
 static time_t import_start;

@@ -22,7 +22,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /*
  * Content

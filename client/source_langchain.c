@@ -15,7 +15,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /*
  * --from=langchain: the rows of PostgresChatMessageHistory's table, in

@@ -15,7 +15,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /*
  * --from=langgraph-js: the checkpoints of @langchain/langgraph-checkpoint-

@@ -14,7 +14,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /*
  * --from=mastra: @mastra/pg's mastra_threads (a conversation each, its

@@ -15,7 +15,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /*
  * The conversation of line v (r's last), or NULL when it is rejected

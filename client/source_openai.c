@@ -16,7 +16,9 @@
 
 #include <jansson.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /* Unix seconds (a JSON number) as RFC 3339 UTC, or NULL. */
 static char *

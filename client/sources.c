@@ -31,7 +31,9 @@
  */
 #include <string.h>
 
+#include "import.h"
 #include "sources.h"
+#include "util.h"
 
 /* The readers, by the name --from gives them. */
 static const SourceReader readers[] = {
