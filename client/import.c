@@ -24,11 +24,12 @@
  * checked: a regular file without one is refused before anything is
  * written.
  *
- * The parts: import.c the command line and the run; importer.c the
- * groups, their queue, rejected conversations and the summary;
- * import_send.c the batches sent to the server and what it refuses;
- * import_jsonl.c the reading of convctx.jsonl; sources.c and the
- * source_*.c files the histories of other stores.
+ * The parts, from the bottom: importer.c the groups, the counts and the
+ * summary; import_send.c their queue, the batches sent to the server,
+ * what it refuses, rejected conversations and stopping; import_jsonl.c the
+ * reading of convctx.jsonl; sources.c and the source_*.c files the
+ * histories of other stores; import.c, on top, the command line and the
+ * run.
  *
  * Copyright (c) 2026, the convctx authors
  *

@@ -2,7 +2,8 @@
  *
  * import.h
  *	  convctx import: its options, the importer that sends conversation
- *	  groups to the server, and the groups.
+ *	  groups to the server, and the groups (importer.c, below
+ *	  import_send.c).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -107,27 +108,24 @@ typedef struct Importer
 	double		shown;
 } Importer;
 
-/* importer.c: groups, their queue, counts, and stopping */
+/* importer.c: groups, and what an import counts and shows */
 extern Group *group_new(const char *id, const char *where);
 extern void group_add(Group *g, const char *line, size_t len, long lineno);
 extern void group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *origin);
 extern void group_free(Group *g);
-extern void importer_add(Importer *imp, Group *g);
-extern void importer_reject(Importer *imp, Group *g);
-extern Group *importer_take_pending(Importer *imp, const char *id);
 extern void importer_count_dropped(Importer *imp, const char *what, long long n);
 extern void importer_count_warning(Importer *imp, const char *what, char *first);
-extern void importer_abort(Importer *imp) __attribute__((noreturn));
-extern void reject_group(Importer *imp, Group *g);
-extern void flush_pending(Importer *imp);
+extern void show_progress(Importer *imp);
 extern void print_summary(Importer *imp);
-extern void stop_import(Importer *imp, int code) __attribute__((noreturn));
 
-/* import_send.c: batches to the server */
+/* import_send.c: the queue sent to the server in batches, rejects, and stopping */
+extern void importer_add(Importer *imp, Group *g);
+extern Group *importer_take_pending(Importer *imp, const char *id);
+extern void flush_pending(Importer *imp);
+extern void importer_reject(Importer *imp, Group *g);
+extern void importer_abort(Importer *imp) __attribute__((noreturn));
 extern void exec_ok(Importer *imp, const char *what, const char *sql);
 extern void begin_transaction(Importer *imp);
-extern void send_async(Importer *imp);
-extern void finish_async(Importer *imp);
 
 /* import_jsonl.c: a convctx.jsonl file */
 extern void import_convctx(Importer *imp, FILE *in);

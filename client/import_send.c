@@ -1,14 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * import_send.c
- *	  convctx import: batches of groups sent to convctx.import_records(),
- *	  and what the server refuses.
+ *	  convctx import: the queue of groups, sent in batches to
+ *	  convctx.import_records(); what the server refuses, rejected
+ *	  conversations, and how an import stops.
  *
- * A batch is sent without waiting for it (a pipeline), so that the next
- * one is read while the server writes it. When the server refuses a
- * record for its data, nothing of the batch was written: the groups
- * before the record's are sent again, its group is rejected, and the rest
- * follow. Any other error stops the import.
+ * Readers hand each complete group to importer_add, which queues it and
+ * sends the queue once it is a batch; a group that cannot be sent goes to
+ * importer_reject. A batch is sent without waiting for it (a pipeline), so
+ * that the next one is read while the server writes it. When the server
+ * refuses a record for its data, nothing of the batch was written: the
+ * groups before the record's are sent again, its group is rejected, and
+ * the rest follow. Any other error stops the import. Rejecting and
+ * stopping live here because each may wait for the batch in flight, and
+ * waiting may reject and stop again.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -17,7 +22,9 @@
  *-------------------------------------------------------------------------
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +34,10 @@
 #include "format.h"
 #include "import.h"
 #include "util.h"
+
+static void reject_group(Importer *imp, Group *g);
+static void importer_stop(Importer *imp) __attribute__((noreturn));
+static void stop_import(Importer *imp, int code) __attribute__((noreturn));
 
 /* Run a statement that must succeed; a lost connection is exit 2. */
 void
@@ -504,7 +515,7 @@ read_pipeline(Importer *imp, BatchError *err, bool *refused)
  * Wait for the batch in flight (send_async). When the server refused it,
  * nothing of it was written: write it again the careful way (flush_groups).
  */
-void
+static void
 finish_async(Importer *imp)
 {
 	PGresult   *counted;
@@ -541,7 +552,7 @@ finish_async(Importer *imp)
  * BEGIN, use_tenant, import_records, COMMIT), so that the next batch is
  * read while the server writes this one.
  */
-void
+static void
 send_async(Importer *imp)
 {
 	const char *values[5];
@@ -581,4 +592,118 @@ send_async(Importer *imp)
 	if (!ok)
 		fail(PQstatus(imp->conn) == CONNECTION_OK ? EXIT_ERROR : EXIT_CONNECTION,
 			 "could not send a batch: %s", PQerrorMessage(imp->conn));
+}
+
+/* A complete group: queue it, and send the queue once it is a batch. */
+void
+importer_add(Importer *imp, Group *g)
+{
+	if (imp->npending == imp->cap_pending)
+	{
+		imp->cap_pending = imp->cap_pending ? imp->cap_pending * 2 : 64;
+		imp->pending = xrealloc(imp->pending, imp->cap_pending * sizeof(Group *));
+	}
+	imp->pending[imp->npending++] = g;
+	imp->pending_records += g->n;
+	if (imp->pending_records >= imp->o->batch_size)
+	{
+		send_async(imp);
+		show_progress(imp);
+	}
+}
+
+/* The queued group of conversation id, taken out of the queue, or NULL. */
+Group *
+importer_take_pending(Importer *imp, const char *id)
+{
+	int			i;
+
+	for (i = imp->npending - 1; i >= 0; i--)
+		if (strcmp(imp->pending[i]->id, id) == 0)
+		{
+			Group	   *g = imp->pending[i];
+
+			memmove(&imp->pending[i], &imp->pending[i + 1], (imp->npending - i - 1) * sizeof(Group *));
+			imp->npending--;
+			imp->pending_records -= g->n;
+			return g;
+		}
+	return NULL;
+}
+
+/* Write every group read so far, and wait until it is written. */
+void
+flush_pending(Importer *imp)
+{
+	send_async(imp);
+	finish_async(imp);
+	show_progress(imp);
+}
+
+/*
+ * A group that cannot be sent (a bad line in it): reject it, after
+ * writing the groups before it.
+ */
+void
+importer_reject(Importer *imp, Group *g)
+{
+	flush_pending(imp);
+	reject_group(imp, g);
+	group_free(g);
+}
+
+/*
+ * A group was refused: count it, keep its records in the reject file,
+ * and stop unless --max-errors allows one more.
+ */
+static void
+reject_group(Importer *imp, Group *g)
+{
+	int			i;
+
+	imp->rejected++;
+	imp->rejected_records += g->n;
+	if (imp->reject)
+	{
+		for (i = 0; i < g->n; i++)
+			if (fwrite(g->lines[i], 1, g->lens[i], imp->reject) != g->lens[i] ||
+				fputc('\n', imp->reject) == EOF)
+				fail(EXIT_ERROR, "could not write to \"%s\": %s", imp->o->reject_file, strerror(errno));
+	}
+	if (imp->o->max_errors >= 0 && imp->rejected > imp->o->max_errors)
+		importer_stop(imp);
+}
+
+/* Stop because --max-errors was reached (the groups before are written). */
+static void
+importer_stop(Importer *imp)
+{
+	fprintf(stderr, "%s: error: stopped after %lld rejected conversation%s%s\n", progname,
+			imp->rejected, imp->rejected == 1 ? "" : "s",
+			imp->o->max_errors == 0 ? " (see --max-errors)" : " (--max-errors)");
+	importer_abort(imp);
+}
+
+void
+importer_abort(Importer *imp)
+{
+	stop_import(imp, EXIT_ERROR);
+}
+
+/* Stop after an error: what was committed stays; -1 rolls back. */
+static void
+stop_import(Importer *imp, int code)
+{
+	/* the batch in flight: written, or with -1 about to be rolled back */
+	finish_async(imp);
+	if (imp->o->single_transaction && PQstatus(imp->conn) == CONNECTION_OK)
+	{
+		PQclear(PQexec(imp->conn, "ROLLBACK"));
+		if (imp->o->common.verbosity >= 0)
+			fprintf(stderr, "%s: rolled back: nothing was imported\n", progname);
+	}
+	else
+		print_summary(imp);
+	PQfinish(imp->conn);
+	exit(code);
 }

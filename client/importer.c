@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * importer.c
- *	  convctx import: conversation groups, their queue, what is rejected,
- *	  counted and warned about, and how an import stops.
+ *	  convctx import: conversation groups, and what an import counts,
+ *	  warns about and shows.
  *
  * Readers (import_jsonl.c, the source_*.c files) make groups of records
- * and hand each complete one to importer_add, which queues it and sends
- * the queue once it is a batch (import_send.c); a group that cannot be
- * sent goes to importer_reject. What is imported, skipped, rejected,
- * dropped and warned about is counted here and printed at the end.
+ * here and hand each complete one to importer_add (import_send.c), which
+ * queues it and sends the queue once it is a batch. What is imported,
+ * skipped, rejected, dropped and warned about is counted in the Importer
+ * and printed here at the end. This file calls none of the sending: the
+ * sending, above it, calls this one.
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -16,7 +17,6 @@
  *
  *-------------------------------------------------------------------------
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +30,6 @@
 static const char *const record_types_plural[RECORD_TYPES] = {
 	"sessions", "turns", "retrievals", "clarifications", "summaries", "contexts", "embeddings"
 };
-
-static void importer_stop(Importer *imp) __attribute__((noreturn));
 
 Group *
 group_new(const char *id, const char *where)
@@ -111,7 +109,7 @@ group_free(Group *g)
 }
 
 static void
-show_progress(Importer *imp, bool last)
+print_progress(Importer *imp, bool last)
 {
 	double		elapsed = now_seconds() - imp->started;
 
@@ -119,92 +117,15 @@ show_progress(Importer *imp, bool last)
 			elapsed > 0 ? imp->records_sent / elapsed : 0.0, elapsed, last ? "\n" : "");
 }
 
-/* Write every group read so far, and wait until it is written. */
+/* With -P: the records sent so far, on stderr, at most once a second. */
 void
-flush_pending(Importer *imp)
+show_progress(Importer *imp)
 {
-	send_async(imp);
-	finish_async(imp);
 	if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
 	{
-		show_progress(imp, false);
+		print_progress(imp, false);
 		imp->shown = now_seconds();
 	}
-}
-
-/* A complete group: queue it, and send the queue once it is a batch. */
-void
-importer_add(Importer *imp, Group *g)
-{
-	if (imp->npending == imp->cap_pending)
-	{
-		imp->cap_pending = imp->cap_pending ? imp->cap_pending * 2 : 64;
-		imp->pending = xrealloc(imp->pending, imp->cap_pending * sizeof(Group *));
-	}
-	imp->pending[imp->npending++] = g;
-	imp->pending_records += g->n;
-	if (imp->pending_records >= imp->o->batch_size)
-	{
-		send_async(imp);
-		if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
-		{
-			show_progress(imp, false);
-			imp->shown = now_seconds();
-		}
-	}
-}
-
-/* The queued group of conversation id, taken out of the queue, or NULL. */
-Group *
-importer_take_pending(Importer *imp, const char *id)
-{
-	int			i;
-
-	for (i = imp->npending - 1; i >= 0; i--)
-		if (strcmp(imp->pending[i]->id, id) == 0)
-		{
-			Group	   *g = imp->pending[i];
-
-			memmove(&imp->pending[i], &imp->pending[i + 1], (imp->npending - i - 1) * sizeof(Group *));
-			imp->npending--;
-			imp->pending_records -= g->n;
-			return g;
-		}
-	return NULL;
-}
-
-/*
- * A group that cannot be sent (a bad line in it): reject it, after
- * writing the groups before it.
- */
-void
-importer_reject(Importer *imp, Group *g)
-{
-	flush_pending(imp);
-	reject_group(imp, g);
-	group_free(g);
-}
-
-/*
- * A group was refused: count it, keep its records in the reject file,
- * and stop unless --max-errors allows one more.
- */
-void
-reject_group(Importer *imp, Group *g)
-{
-	int			i;
-
-	imp->rejected++;
-	imp->rejected_records += g->n;
-	if (imp->reject)
-	{
-		for (i = 0; i < g->n; i++)
-			if (fwrite(g->lines[i], 1, g->lens[i], imp->reject) != g->lens[i] ||
-				fputc('\n', imp->reject) == EOF)
-				fail(EXIT_ERROR, "could not write to \"%s\": %s", imp->o->reject_file, strerror(errno));
-	}
-	if (imp->o->max_errors >= 0 && imp->rejected > imp->o->max_errors)
-		importer_stop(imp);
 }
 
 /* The last line of the summary: every record read is imported, skipped or rejected. */
@@ -235,7 +156,7 @@ print_summary(Importer *imp)
 	long long	skipped = 0;
 
 	if (imp->o->common.progress)
-		show_progress(imp, true);
+		print_progress(imp, true);
 	if (imp->o->common.verbosity < 0)
 		return;
 	fprintf(stderr, "%s: imported", progname);
@@ -322,38 +243,4 @@ importer_count_warning(Importer *imp, const char *what, char *first)
 	}
 	imp->warning_counts[i]++;
 	free(first);
-}
-
-/* Stop after an error: what was committed stays; -1 rolls back. */
-void
-stop_import(Importer *imp, int code)
-{
-	/* the batch in flight: written, or with -1 about to be rolled back */
-	finish_async(imp);
-	if (imp->o->single_transaction && PQstatus(imp->conn) == CONNECTION_OK)
-	{
-		PQclear(PQexec(imp->conn, "ROLLBACK"));
-		if (imp->o->common.verbosity >= 0)
-			fprintf(stderr, "%s: rolled back: nothing was imported\n", progname);
-	}
-	else
-		print_summary(imp);
-	PQfinish(imp->conn);
-	exit(code);
-}
-
-void
-importer_abort(Importer *imp)
-{
-	stop_import(imp, EXIT_ERROR);
-}
-
-/* Stop because --max-errors was reached (the groups before are written). */
-static void
-importer_stop(Importer *imp)
-{
-	fprintf(stderr, "%s: error: stopped after %lld rejected conversation%s%s\n", progname,
-			imp->rejected, imp->rejected == 1 ? "" : "s",
-			imp->o->max_errors == 0 ? " (see --max-errors)" : " (--max-errors)");
-	importer_abort(imp);
 }
