@@ -1,47 +1,60 @@
 #!/usr/bin/env bash
-# The dependencies among the C files of src/ have no cycle, and only the
-# Citus module asks whether the tables are distributed (the rest asks
-# Variant(), src/variant.h). Run from a built tree (PGXS leaves src/*.o):
+# The dependencies among the C files of src/ (the extension) and of
+# client/ (the command-line tool) have no cycle, and only the Citus module
+# asks whether the tables are distributed (the rest asks Variant(),
+# src/variant.h). Run from a built tree (PGXS leaves src/*.o, the Makefile
+# client/*.o); each folder is a graph of its own:
 #   - calls: file A depends on file B when an object of A uses a symbol B
 #     defines (nm), function pointers included;
-#   - includes: header or file A includes header B of src/.
+#   - includes: header or file A includes header B of the same folder.
 # Each graph goes through tsort, which names the files of a cycle.
-# Prints "deps: N passed, N failed" (3 checks).
+# Prints "deps: N passed, N failed" last (5 checks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ok=0; bad=0
 pass() { echo "ok: $1"; ok=$((ok + 1)); }
 fail() { echo "FAILED: $1"; bad=$((bad + 1)); }
 
-ls src/*.o >/dev/null 2>&1 || { echo "FAILED: no src/*.o: build first"; echo "deps: 0 passed, 1 failed"; exit 1; }
-declare -A def
-for o in src/*.o; do
-    for s in $(nm --defined-only -g "$o" | awk '{print $3}'); do def[$s]=$(basename "$o" .o); done
-done
-calls=$(for o in src/*.o; do
-    a=$(basename "$o" .o)
-    for s in $(nm -u "$o" | awk '{print $2}'); do
-        b=${def[$s]:-}
-        [ -n "$b" ] && [ "$b" != "$a" ] && echo "$a $b"
+# No call cycle among the objects dir/*.o, no include cycle among the
+# files of dir/ (2 checks).
+check_dir() {
+    local dir=$1 o s a b out calls includes f
+    if ! ls "$dir"/*.o >/dev/null 2>&1; then
+        fail "no $dir/*.o: build first"
+        return
+    fi
+    declare -A def=()
+    for o in "$dir"/*.o; do
+        for s in $(nm --defined-only -g "$o" | awk '{print $3}'); do def[$s]=$(basename "$o" .o); done
     done
-done | sort -u)
-if out=$(echo "$calls" | tsort 2>&1 >/dev/null) && [ -z "$out" ]; then
-    pass "no call cycle among src/*.c ($(echo "$calls" | grep -c .) edges)"
-else
-    fail "call cycle among src/*.c:"; echo "$out"
-fi
+    calls=$(for o in "$dir"/*.o; do
+        a=$(basename "$o" .o)
+        for s in $(nm -u "$o" | awk '{print $2}'); do
+            b=${def[$s]:-}
+            [ -n "$b" ] && [ "$b" != "$a" ] && echo "$a $b"
+        done
+    done | sort -u)
+    if out=$(echo "$calls" | tsort 2>&1 >/dev/null) && [ -z "$out" ]; then
+        pass "no call cycle among $dir/*.c ($(echo "$calls" | grep -c .) edges)"
+    else
+        fail "call cycle among $dir/*.c:"; echo "$out"
+    fi
 
-includes=$(for f in src/*.c src/*.h; do
-    a=$(basename "$f")
-    sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | while read -r b; do
-        [ -f "src/$b" ] && [ "$b" != "$a" ] && echo "$a $b"
-    done
-done | sort -u)
-if out=$(echo "$includes" | tsort 2>&1 >/dev/null) && [ -z "$out" ]; then
-    pass "no include cycle among src/"
-else
-    fail "include cycle among src/:"; echo "$out"
-fi
+    includes=$(for f in "$dir"/*.c "$dir"/*.h; do
+        a=$(basename "$f")
+        sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | while read -r b; do
+            [ -f "$dir/$b" ] && [ "$b" != "$a" ] && echo "$a $b"
+        done
+    done | sort -u)
+    if out=$(echo "$includes" | tsort 2>&1 >/dev/null) && [ -z "$out" ]; then
+        pass "no include cycle among $dir/"
+    else
+        fail "include cycle among $dir/:"; echo "$out"
+    fi
+}
+
+check_dir src
+check_dir client
 
 # ConvctxDistributed() only in the Citus module (citus*.c, citus.h)
 others=$(grep -l 'ConvctxDistributed *(' src/*.c src/*.h | grep -v -E '^src/citus[a-z_]*\.[ch]$' || true)

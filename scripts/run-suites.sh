@@ -5,8 +5,8 @@
 # suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
 # browser, storage and (with pgvector) recall benchmarks (test/bench/*/run.sh), and the check that
 # CONTRIBUTING.md's map of the tree names every file and suite
-# (scripts/check-layout.sh), that no C file of src/ depends on itself
-# through others (scripts/check-deps.sh, on the built objects) and that no
+# (scripts/check-layout.sh), that no C file of src/ or client/ depends on
+# itself through others (scripts/check-deps.sh, on the built objects) and that no
 # released install or update script changed (scripts/check-versions.sh);
 # then the diffs and logs of failures, and a final
 # "N passed, N failed" line.
