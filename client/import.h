@@ -115,7 +115,7 @@ extern void group_add_json(Group *g, json_t *record, long lineno, RecordOrigin *
 extern void group_free(Group *g);
 extern void importer_count_dropped(Importer *imp, const char *what, long long n);
 extern void importer_count_warning(Importer *imp, const char *what, char *first);
-extern void show_progress(Importer *imp);
+extern void importer_progress(Importer *imp);
 extern void print_summary(Importer *imp);
 
 /* import_send.c: the queue sent to the server in batches, rejects, and stopping */

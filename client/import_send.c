@@ -608,7 +608,7 @@ importer_add(Importer *imp, Group *g)
 	if (imp->pending_records >= imp->o->batch_size)
 	{
 		send_async(imp);
-		show_progress(imp);
+		importer_progress(imp);
 	}
 }
 
@@ -637,7 +637,7 @@ flush_pending(Importer *imp)
 {
 	send_async(imp);
 	finish_async(imp);
-	show_progress(imp);
+	importer_progress(imp);
 }
 
 /*

@@ -119,7 +119,7 @@ print_progress(Importer *imp, bool last)
 
 /* With -P: the records sent so far, on stderr, at most once a second. */
 void
-show_progress(Importer *imp)
+importer_progress(Importer *imp)
 {
 	if (imp->o->common.progress && now_seconds() - imp->shown >= 1.0)
 	{
