@@ -83,7 +83,7 @@ static char *vector_schema = NULL;	/* quoted, in TopMemoryContext */
 
 /* Kept plans that name no model. */
 static SPIPlanPtr model_plan, store_plan, turn_exists_plan, unembedded_plan,
-			forget_turn_plan, forget_session_plan, forget_sessions_plan,
+			forget_turn_plan, forget_versions_plan, forget_session_plan, forget_sessions_plan,
 			import_plan, import_state_plan;
 
 /*
@@ -159,7 +159,7 @@ static void
 RecallFreePlans(void)
 {
 	SPIPlanPtr *fixed[] = {&model_plan, &store_plan, &turn_exists_plan, &unembedded_plan,
-		&forget_turn_plan, &forget_session_plan, &forget_sessions_plan,
+		&forget_turn_plan, &forget_versions_plan, &forget_session_plan, &forget_sessions_plan,
 	&import_plan, &import_state_plan};
 	int			i;
 
@@ -841,6 +841,11 @@ convctx_recall_unembedded_turns(PG_FUNCTION_ARGS)
  * Run on the newest committed rows: an embedding stored by a transaction
  * that held the turn's row until this one's redaction got it is deleted
  * also at repeatable read. SPI must be connected.
+ *
+ * The versions' turn_ids are read first (turn_chronology), then each is
+ * one probe of turn_embedding_pkey: no join whose order the planner
+ * could get wrong (on tables never analyzed, one walked every embedding
+ * of the session for each of them, and redact_turn took seconds).
  */
 void
 RecallForget(text *tenant, text *session_id, int64 turn_no)
@@ -848,30 +853,58 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, INT8OID};
 	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
 	Int64GetDatum(turn_no)};
+	Oid			delete_types[3] = {TEXTOID, TEXTOID, UUIDOID};
+	pg_uuid_t  *ids;
+	uint64		n;
+	uint64		i;
 
 	/* what committed since this transaction last took a lock, e.g. the install */
 	AcceptInvalidationMessages();
 	if (!RecallCatalog(false))
 		return;
-	if (turn_no > 0)
-		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_turn_plan,
-										 "DELETE FROM convctx_recall.turn_embedding e"
-										 " USING convctx.turn t"
-										 " WHERE " SESSION_KEY_AT("e")
-										 "   AND " SESSION_KEY_AT("t")
-										 "   AND t.turn_no OPERATOR(pg_catalog.=) $3"
-										 "   AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id",
-										 3, argtypes),
-							 values, NULL, SPI_OK_DELETE);
-	else
+	if (turn_no == 0)
+	{
 		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_session_plan,
 										 "DELETE FROM convctx_recall.turn_embedding e"
 										 " WHERE " SESSION_KEY_AT("e"),
 										 2, argtypes),
 							 values, NULL, SPI_OK_DELETE);
+		return;
+	}
+	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_versions_plan,
+									 "SELECT t.turn_id FROM convctx.turn t"
+									 " WHERE " SESSION_KEY_AT("t")
+									 "   AND t.turn_no OPERATOR(pg_catalog.=) $3",
+									 3, argtypes),
+						 values, NULL, SPI_OK_SELECT);
+	n = SPI_processed;
+	ids = palloc(sizeof(pg_uuid_t) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = *DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	for (i = 0; i < n; i++)
+	{
+		values[2] = UUIDPGetDatum(&ids[i]);
+		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_turn_plan,
+										 "DELETE FROM convctx_recall.turn_embedding e"
+										 " WHERE " SESSION_KEY_AT("e")
+										 "   AND e.turn_id OPERATOR(pg_catalog.=) $3",
+										 3, delete_types),
+							 values, NULL, SPI_OK_DELETE);
+	}
+	pfree(ids);
 }
 
-/* The same for the sessions (a text[]) of an erasure. SPI must be connected. */
+/*
+ * The same for the sessions (a text[]) of an erasure. SPI must be
+ * connected. A join with the array: one probe of turn_embedding_pkey per
+ * session, or one hash of the array; never "= ANY (array)" as a filter,
+ * which compares every row read with every session erased.
+ */
 void
 RecallForgetSessions(text *tenant, Datum sessions)
 {
@@ -882,9 +915,10 @@ RecallForgetSessions(text *tenant, Datum sessions)
 	if (!RecallCatalog(false))
 		return;
 	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_sessions_plan,
-									 "DELETE FROM convctx_recall.turn_embedding"
-									 " WHERE tenant_id OPERATOR(pg_catalog.=) $1"
-									 "   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])",
+									 "DELETE FROM convctx_recall.turn_embedding e"
+									 " USING pg_catalog.unnest($2::pg_catalog.text[]) AS k(session_id)"
+									 " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+									 "   AND e.session_id OPERATOR(pg_catalog.=) k.session_id",
 									 2, argtypes),
 						 values, NULL, SPI_OK_DELETE);
 }

@@ -40,6 +40,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_statistic.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -54,6 +55,7 @@
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/selfuncs.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -62,6 +64,7 @@
 #include "variant.h"
 
 static bool catalog_checked = false;
+static Oid	convctx_namespace = InvalidOid;
 static void CatalogCheck(void);
 
 /*
@@ -165,12 +168,130 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
 }
 
 /*
+ * Statistics of the keys of a table never analyzed.
+ *
+ * Until a table is first analyzed, the planner takes every column to
+ * have 200 distinct values. Its estimates of a key then tie: on
+ * convctx.turn, "tenant_id = $1 AND session_id = $2" makes 1 row of a few
+ * thousand, so a probe by turn_id may walk turn_chronology (or
+ * turn_request_current) through the whole session, with turn_id as a
+ * filter; "tenant_id = $1" alone makes 0.5% of the table, so an index on
+ * (tenant_id, x) looks cheaper than ten probes of "session_id = ANY ($2)",
+ * which is then compared with every element of the array for each row of
+ * the tenant. A kept plan made so stays until the table is analyzed (a
+ * redaction after a large import held its session's lock for seconds).
+ *
+ * So while convctx plans its own statements (spi_run_depth > 0), a
+ * column of one of its tables that has no statistics gets the distinct
+ * count its keys imply, and no other statistic: tenant_id one value (a
+ * scan of a tenant is a scan of the table), turn_id and the session key
+ * of the tables that hold a row per session one per row, the session key
+ * and turn_no of the others about ten rows per value. A probe by a whole
+ * key then costs less than a walk of its prefix, whatever the sizes, and
+ * the real statistics replace these as soon as the table is analyzed.
+ */
+static int	spi_run_depth = 0;
+static get_relation_stats_hook_type prev_relation_stats_hook = NULL;
+
+/*
+ * The statistics a never analyzed column of a convctx table gets: false
+ * for a column left to the planner's defaults.
+ */
+static bool
+KeyStats(const char *relname, const char *attname, float4 *distinct, float4 *nullfrac)
+{
+	*nullfrac = 0;
+	if (strcmp(attname, "tenant_id") == 0)
+		*distinct = 1.0;
+	else if (strcmp(attname, "turn_id") == 0)
+		*distinct = -1.0;
+	else if (strcmp(attname, "session_id") == 0 || strcmp(attname, "conversation_id") == 0)
+		*distinct = (strcmp(relname, "session") == 0 || strcmp(relname, "session_link") == 0 ||
+					 strcmp(relname, "session_summary") == 0 ||
+					 strcmp(relname, "conversation_context") == 0) ? -1.0 : -0.1;
+	else if (strcmp(attname, "turn_no") == 0)
+		*distinct = -0.1;
+	else if (strcmp(relname, "turn") == 0 &&
+			 (strcmp(attname, "replaced_by_turn_id") == 0 || strcmp(attname, "deleted_at") == 0))
+	{
+		/* null on most turns: turn_request_current holds most of them */
+		*distinct = -0.1;
+		*nullfrac = 0.9;
+	}
+	else
+		return false;
+	return true;
+}
+
+static bool
+KeyStatsHook(PlannerInfo *root, RangeTblEntry *rte, AttrNumber attnum,
+			 VariableStatData *vardata)
+{
+	Oid			nsp;
+	char	   *nspname;
+	char	   *attname;
+	float4		distinct;
+	float4		nullfrac;
+
+	if (prev_relation_stats_hook &&
+		prev_relation_stats_hook(root, rte, attnum, vardata))
+		return true;
+	if (spi_run_depth == 0 || rte->rtekind != RTE_RELATION || attnum <= 0 ||
+		!catalog_checked)
+		return false;
+	nsp = get_rel_namespace(rte->relid);
+	if (nsp != convctx_namespace)
+	{
+		nspname = get_namespace_name(nsp);
+		if (nspname == NULL || strcmp(nspname, "convctx_recall") != 0)
+			return false;
+	}
+	/* analyzed: its own statistics */
+	if (SearchSysCacheExists3(STATRELATTINH, ObjectIdGetDatum(rte->relid),
+							  Int16GetDatum(attnum), BoolGetDatum(rte->inh)))
+		return false;
+	attname = get_attname(rte->relid, attnum, true);
+	if (attname == NULL)
+		return false;
+	if (!KeyStats(get_rel_name(rte->relid), attname, &distinct, &nullfrac))
+		return false;
+	{
+		Relation	statrel = table_open(StatisticRelationId, AccessShareLock);
+		Datum		values[Natts_pg_statistic];
+		bool		nulls[Natts_pg_statistic];
+		int			i;
+
+		memset(values, 0, sizeof(values));
+		memset(nulls, false, sizeof(nulls));
+		values[Anum_pg_statistic_starelid - 1] = ObjectIdGetDatum(rte->relid);
+		values[Anum_pg_statistic_staattnum - 1] = Int16GetDatum(attnum);
+		values[Anum_pg_statistic_stainherit - 1] = BoolGetDatum(rte->inh);
+		values[Anum_pg_statistic_stanullfrac - 1] = Float4GetDatum(nullfrac);
+		values[Anum_pg_statistic_stawidth - 1] = Int32GetDatum(16);
+		values[Anum_pg_statistic_stadistinct - 1] = Float4GetDatum(distinct);
+		/* no slots: stakindN, staopN and stacollN 0, the arrays null */
+		for (i = 0; i < STATISTIC_NUM_SLOTS; i++)
+		{
+			values[Anum_pg_statistic_stakind1 - 1 + i] = Int16GetDatum(0);
+			values[Anum_pg_statistic_staop1 - 1 + i] = ObjectIdGetDatum(InvalidOid);
+			values[Anum_pg_statistic_stacoll1 - 1 + i] = ObjectIdGetDatum(InvalidOid);
+			nulls[Anum_pg_statistic_stanumbers1 - 1 + i] = true;
+			nulls[Anum_pg_statistic_stavalues1 - 1 + i] = true;
+		}
+		vardata->statsTuple = heap_form_tuple(RelationGetDescr(statrel), values, nulls);
+		vardata->freefunc = heap_freetuple;
+		table_close(statrel, AccessShareLock);
+	}
+	/* as for real statistics of a table the role may read (examine_variable) */
+	vardata->acl_ok = true;
+	return true;
+}
+
+/*
  * Whether the catalog this library runs on was checked (CatalogCheck):
  * forgotten when any schema changes, checked again before the next
  * statement.
  */
-static Oid	convctx_namespace = InvalidOid;
-
 static void
 NamespaceInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -335,6 +456,8 @@ SpiInit(void)
 {
 	prev_planner_hook = planner_hook;
 	planner_hook = KeyedPlanner;
+	prev_relation_stats_hook = get_relation_stats_hook;
+	get_relation_stats_hook = KeyStatsHook;
 	CacheRegisterSyscacheCallback(NAMESPACEOID, NamespaceInvalidate, (Datum) 0);
 }
 
@@ -380,6 +503,7 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 
 	ActAsOwner(&sw);
 	keyed_query = keyed ? PlanQueryString(plan) : NULL;
+	spi_run_depth++;
 	PG_TRY();
 	{
 		if (snapshot != InvalidSnapshot)
@@ -390,6 +514,7 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	}
 	PG_FINALLY();
 	{
+		spi_run_depth--;
 		keyed_query = outer;
 		ActAsCaller(&sw);
 	}
