@@ -113,14 +113,20 @@ static SPIPlanPtr erase_find_plan, erase_lock_plan, erase_lock_one_plan, erase_s
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 
-/* Every live turn becomes a tombstone; returns how many turns (not versions). */
+/*
+ * Every live turn becomes a tombstone; returns how many turns (not
+ * versions). Both tables are read by their keys in $2 (the turns too:
+ * joined to the sessions alone, they were read by tenant when the tables
+ * had never been analyzed).
+ */
 #define ERASE_TURNS_SQL \
 	"WITH r AS (UPDATE convctx.turn t" TOMBSTONE_SET("s.redactions") "," \
 	"         identity_id = CASE WHEN t.identity_id IS NULL THEN NULL ELSE $3 END" \
 	"  FROM convctx.session s" \
 	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"    AND s.session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
-	"    AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
+	"    AND t.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"    AND t.session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
 	"    AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"    AND t.deleted_at IS NULL" \
 	"  RETURNING t.session_id, t.turn_no)" \
