@@ -311,7 +311,7 @@ EraseLockSome(text *tenant, text **ids, int n, idmap_hash *held, text **max_held
 		elems[j] = PointerGetDatum(ids[j]);
 	values[0] = PointerGetDatum(tenant);
 	values[1] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
-	SpiRunPlan(SpiKeptPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_lock_plan, ERASE_LOCK_SQL, 2, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	for (i = 0; i < SPI_processed; i++)
 		EraseHeld(SessionIdCopy(i, cxt), held, max_held);
@@ -528,14 +528,15 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 	Datum		values[3] = {PointerGetDatum(tenant), sessions, PointerGetDatum(erased)};
 	int64		turns;
 
-	SpiRunPlan(SpiKeptPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_sessions_plan, ERASE_SESSIONS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
-	SpiRunPlan(SpiKeptPlan(&erase_turns_plan, ERASE_TURNS_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_turns_plan, ERASE_TURNS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_SELECT);
 	turns = SpiFirstInt8();
-	SpiRunPlan(SpiKeptPlan(&erase_tombstones_plan, ERASE_TOMBSTONES_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_tombstones_plan, ERASE_TOMBSTONES_SQL, 3,
+								 argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
-	SpiRunPlan(SpiKeptPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	PromptForgetSessions(tenant, sessions);
 	RecallForgetSessions(tenant, sessions);
@@ -581,7 +582,7 @@ EraseIdentity(text *tenant, text *identity_id)
 	/* The contexts of every session locked, linked or not. */
 	values[0] = PointerGetDatum(tenant);
 	values[2] = PointerGetDatum(identity_id);
-	SpiRunPlan(SpiKeptPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
+	SpiRunPlan(SpiKeptCustomPlan(&erase_contexts_plan, ERASE_CONTEXTS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_DELETE);
 	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&details, "sessions");

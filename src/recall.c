@@ -864,19 +864,19 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 		return;
 	if (turn_no == 0)
 	{
-		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_session_plan,
-										 "DELETE FROM convctx_recall.turn_embedding e"
-										 " WHERE " SESSION_KEY_AT("e"),
-										 2, argtypes),
-							 values, NULL, SPI_OK_DELETE);
+		SpiRunPlanLatest(SpiKeptPlan(&forget_session_plan,
+									 "DELETE FROM convctx_recall.turn_embedding e"
+									 " WHERE " SESSION_KEY_AT("e"),
+									 2, argtypes),
+						 values, NULL, SPI_OK_DELETE);
 		return;
 	}
-	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_versions_plan,
-									 "SELECT t.turn_id FROM convctx.turn t"
-									 " WHERE " SESSION_KEY_AT("t")
-									 "   AND t.turn_no OPERATOR(pg_catalog.=) $3",
-									 3, argtypes),
-						 values, NULL, SPI_OK_SELECT);
+	SpiRunPlanLatest(SpiKeptPlan(&forget_versions_plan,
+								 "SELECT t.turn_id FROM convctx.turn t"
+								 " WHERE " SESSION_KEY_AT("t")
+								 "   AND t.turn_no OPERATOR(pg_catalog.=) $3",
+								 3, argtypes),
+					 values, NULL, SPI_OK_SELECT);
 	n = SPI_processed;
 	ids = palloc(sizeof(pg_uuid_t) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -889,12 +889,12 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 	for (i = 0; i < n; i++)
 	{
 		values[2] = UUIDPGetDatum(&ids[i]);
-		SpiRunBulkPlanLatest(SpiKeptPlan(&forget_turn_plan,
-										 "DELETE FROM convctx_recall.turn_embedding e"
-										 " WHERE " SESSION_KEY_AT("e")
-										 "   AND e.turn_id OPERATOR(pg_catalog.=) $3",
-										 3, delete_types),
-							 values, NULL, SPI_OK_DELETE);
+		SpiRunPlanLatest(SpiKeptPlan(&forget_turn_plan,
+									 "DELETE FROM convctx_recall.turn_embedding e"
+									 " WHERE " SESSION_KEY_AT("e")
+									 "   AND e.turn_id OPERATOR(pg_catalog.=) $3",
+									 3, delete_types),
+						 values, NULL, SPI_OK_DELETE);
 	}
 	pfree(ids);
 }
@@ -914,13 +914,13 @@ RecallForgetSessions(text *tenant, Datum sessions)
 	AcceptInvalidationMessages();
 	if (!RecallCatalog(false))
 		return;
-	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_sessions_plan,
-									 "DELETE FROM convctx_recall.turn_embedding e"
-									 " USING pg_catalog.unnest($2::pg_catalog.text[]) AS k(session_id)"
-									 " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
-									 "   AND e.session_id OPERATOR(pg_catalog.=) k.session_id",
-									 2, argtypes),
-						 values, NULL, SPI_OK_DELETE);
+	SpiRunPlanLatest(SpiKeptCustomPlan(&forget_sessions_plan,
+									   "DELETE FROM convctx_recall.turn_embedding e"
+									   " USING pg_catalog.unnest($2::pg_catalog.text[]) AS k(session_id)"
+									   " WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+									   "   AND e.session_id OPERATOR(pg_catalog.=) k.session_id",
+									   2, argtypes),
+					 values, NULL, SPI_OK_DELETE);
 }
 
 /*

@@ -76,6 +76,19 @@ static Oid	convctx_owner = InvalidOid;
 static int	owner_depth = 0;
 static Oid	owner_invoker = InvalidOid;
 
+/* Prepare a statement with the cursor options given and keep it. */
+static SPIPlanPtr
+SpiKeep(const char *sql, int nargs, Oid *argtypes, int options)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, options);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	return plan;
+}
+
 /*
  * Return the plan cached in *cache, preparing and keeping it on first use.
  * Must be called between SPI_connect and SPI_finish.
@@ -95,13 +108,7 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 		 * only (variant.h): Citus cannot plan most of these statements with
 		 * their parameters unbound, and routes each to its shard by the value.
 		 */
-		SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, Variant()->plan_options);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		*cache = plan;
+		*cache = SpiKeep(sql, nargs, argtypes, Variant()->plan_options);
 	}
 	else
 	{
@@ -113,6 +120,26 @@ SpiKeptPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 		if (unlikely((source->cursor_options & kinds) != options))
 			source->cursor_options = (source->cursor_options & ~kinds) | options;
 	}
+	return *cache;
+}
+
+/*
+ * The same for a statement that acts on the keys of an array parameter
+ * (the sessions of an erasure), planned again for each array: a generic
+ * plan takes any array to hold ten elements, so that reading a whole
+ * tenant and comparing each row with every element of the array (no hash
+ * for a parameter) can look cheaper than probing the keys. Planned for
+ * the array it is given, the statement probes the keys when they are few
+ * and hashes them when they are many. Erasure runs it once per call, so
+ * planning costs little beside what it writes.
+ */
+SPIPlanPtr
+SpiKeptCustomPlan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
+{
+	if (!catalog_checked)
+		CatalogCheck();
+	if (*cache == NULL)
+		*cache = SpiKeep(sql, nargs, argtypes, CURSOR_OPT_CUSTOM_PLAN);
 	return *cache;
 }
 
@@ -558,6 +585,13 @@ int
 SpiRunBulkPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
 {
 	return SpiRun(plan, values, nulls, false, 0, expected_rc, false, GetLatestSnapshot());
+}
+
+/* The same for a statement that finds its rows by key: planned as SpiRunPlan's. */
+int
+SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls, int expected_rc)
+{
+	return SpiRun(plan, values, nulls, false, 0, expected_rc, true, GetLatestSnapshot());
 }
 
 /*

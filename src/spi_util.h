@@ -20,12 +20,16 @@
 extern void SpiInit(void);
 extern SPIPlanPtr SpiKeptPlan(SPIPlanPtr *cache, const char *sql,
 							  int nargs, Oid *argtypes);
+extern SPIPlanPtr SpiKeptCustomPlan(SPIPlanPtr *cache, const char *sql,
+									int nargs, Oid *argtypes);
 extern int	SpiRunPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 					   bool read_only, long count, int expected_rc);
 extern int	SpiRunBulkPlan(SPIPlanPtr plan, Datum *values, const char *nulls,
 						   bool read_only, long count, int expected_rc);
 extern int	SpiRunBulkPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls,
 								 int expected_rc);
+extern int	SpiRunPlanLatest(SPIPlanPtr plan, Datum *values, const char *nulls,
+							 int expected_rc);
 extern bool SpiBulkReadLatest(bool on);
 extern int	SpiRunSessionPlan(SPIPlanPtr *cache, const char *sql, text *tenant,
 							  text *session_id, bool read_only, long count, int expected_rc);
