@@ -208,8 +208,10 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
  * the tenant. A kept plan made so stays until the table is analyzed (a
  * redaction after a large import held its session's lock for seconds).
  *
- * So while convctx plans its own statements (spi_run_depth > 0), a
- * column of one of its tables that has no statistics gets the distinct
+ * So while convctx plans a statement that finds its rows by key (those
+ * run by SpiRunPlan, keyed_query set, and what they plan while they run:
+ * the foreign-key checks and cascades), a column of one of its tables
+ * that has no statistics gets the distinct
  * count its keys imply, and no other statistic: tenant_id one value (a
  * scan of a tenant is a scan of the table), turn_id and the session key
  * of the tables that hold a row per session one per row, the session key
@@ -217,7 +219,6 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
  * key then costs less than a walk of its prefix, whatever the sizes, and
  * the real statistics replace these as soon as the table is analyzed.
  */
-static int	spi_run_depth = 0;
 static get_relation_stats_hook_type prev_relation_stats_hook = NULL;
 
 /*
@@ -263,7 +264,7 @@ KeyStatsHook(PlannerInfo *root, RangeTblEntry *rte, AttrNumber attnum,
 	if (prev_relation_stats_hook &&
 		prev_relation_stats_hook(root, rte, attnum, vardata))
 		return true;
-	if (spi_run_depth == 0 || rte->rtekind != RTE_RELATION || attnum <= 0 ||
+	if (keyed_query == NULL || rte->rtekind != RTE_RELATION || attnum <= 0 ||
 		!catalog_checked)
 		return false;
 	nsp = get_rel_namespace(rte->relid);
@@ -530,7 +531,6 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 
 	ActAsOwner(&sw);
 	keyed_query = keyed ? PlanQueryString(plan) : NULL;
-	spi_run_depth++;
 	PG_TRY();
 	{
 		if (snapshot != InvalidSnapshot)
@@ -541,7 +541,6 @@ SpiRun(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	}
 	PG_FINALLY();
 	{
-		spi_run_depth--;
 		keyed_query = outer;
 		ActAsCaller(&sw);
 	}
