@@ -95,7 +95,8 @@ static SPIPlanPtr erase_find_plan, erase_lock_plan, erase_lock_one_plan, erase_s
 /*
  * The statements below act on $2, the sessions locked, and never look the
  * links up again; $3 is what the identity becomes. Each statement handles
- * the whole set at once, one index probe per session. The sessions stay
+ * the whole set at once, one index probe per session, planned for the
+ * array it is given (SpiKeptCustomPlan). The sessions stay
  * linked (to the stand-in: not capped, not expired, and linking them to
  * any identity is refused), with a new redaction generation, no live turn
  * left (ERASE_TURNS_SQL makes every one a tombstone) and no summary
@@ -113,20 +114,14 @@ static SPIPlanPtr erase_find_plan, erase_lock_plan, erase_lock_one_plan, erase_s
 	" WHERE tenant_id OPERATOR(pg_catalog.=) $1" \
 	"   AND session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
 
-/*
- * Every live turn becomes a tombstone; returns how many turns (not
- * versions). Both tables are read by their keys in $2 (the turns too:
- * joined to the sessions alone, they were read by tenant when the tables
- * had never been analyzed).
- */
+/* Every live turn becomes a tombstone; returns how many turns (not versions). */
 #define ERASE_TURNS_SQL \
 	"WITH r AS (UPDATE convctx.turn t" TOMBSTONE_SET("s.redactions") "," \
 	"         identity_id = CASE WHEN t.identity_id IS NULL THEN NULL ELSE $3 END" \
 	"  FROM convctx.session s" \
 	"  WHERE s.tenant_id OPERATOR(pg_catalog.=) $1" \
 	"    AND s.session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
-	"    AND t.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"    AND t.session_id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+	"    AND t.tenant_id OPERATOR(pg_catalog.=) s.tenant_id" \
 	"    AND t.session_id OPERATOR(pg_catalog.=) s.session_id" \
 	"    AND t.deleted_at IS NULL" \
 	"  RETURNING t.session_id, t.turn_no)" \
