@@ -16,6 +16,7 @@ DIMS=${CONVCTX_BENCH_DIMS:-32}
 DB=bench_unanalyzed
 REDACT_FACTOR=5
 ERASE_FACTOR=6
+ERASE_ANALYZED_FACTOR=2
 OUT=$(mktemp -d /tmp/convctx-bench-unanalyzed.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 psql_run() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
@@ -100,7 +101,8 @@ echo "analyzed (each the second call of a backend); milliseconds, median of $ROU
 echo "interleaved rounds [min-max];"
 echo "$(nproc) cores, load average $load_before -> $load_after,"
 echo "$(psql -X -At -d "${DB}_0" -c "SELECT 'fsync ' || current_setting('fsync') || ', synchronous_commit ' || current_setting('synchronous_commit') || ', ' || split_part(version(), ' on ', 1)")"
-awk -v first="${SIZES[0]}" -v last="${SIZES[${#SIZES[@]}-1]}" -v rf="$REDACT_FACTOR" -v ef="$ERASE_FACTOR" '
+awk -v first="${SIZES[0]}" -v last="${SIZES[${#SIZES[@]}-1]}" -v rf="$REDACT_FACTOR" -v ef="$ERASE_FACTOR" \
+    -v af="$ERASE_ANALYZED_FACTOR" '
     $2 > 0 { ms[$1] = ms[$1] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
     function sorted(list, a,   m, i, j, t) {
         m = split(list, a, " ")
@@ -119,6 +121,9 @@ awk -v first="${SIZES[0]}" -v last="${SIZES[${#SIZES[@]}-1]}" -v rf="$REDACT_FAC
         r = med["erase_unanalyzed_" last] / med["erase_unanalyzed_" first]
         printf "erase_identity never analyzed, %d / %d sessions = %.1fx, at most %dx: %s\n", last, first, r, ef,
                r <= ef ? "PASS" : "MISS"
+        r = med["erase_unanalyzed_" last] / med["erase_analyzed_" last]
+        printf "erase_identity of %d sessions never analyzed / analyzed = %.1fx, at most %dx: %s\n", last, r, af,
+               r <= af ? "PASS" : "MISS"
     }' <(sort -k1,1 "$OUT/raw")
 echo "($(( $(date +%s) - started )) s)"
 drop_all
