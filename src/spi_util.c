@@ -211,13 +211,15 @@ KeyedPlanner(Query *parse, const char *query_string, int cursor_options,
  * So while convctx plans a statement that finds its rows by key (those
  * run by SpiRunPlan, keyed_query set, and what they plan while they run:
  * the foreign-key checks and cascades), a column of one of its tables
- * that has no statistics gets the distinct
- * count its keys imply, and no other statistic: tenant_id one value (a
- * scan of a tenant is a scan of the table), turn_id and the session key
- * of the tables that hold a row per session one per row, the session key
- * and turn_no of the others about ten rows per value. A probe by a whole
- * key then costs less than a walk of its prefix, whatever the sizes, and
- * the real statistics replace these as soon as the table is analyzed.
+ * that has no statistics gets the distinct count its keys imply, and no
+ * other statistic: tenant_id one value (a scan of a tenant is a scan of
+ * the table), turn_id and the session key of the tables that hold a row
+ * per session one per row, the session key and turn_no of the others
+ * about ten rows per value; replaced_by_turn_id and deleted_at of a turn
+ * are null on most rows. A probe by a whole key then costs less than a
+ * walk of its prefix, whatever the sizes, and the table's own statistics
+ * replace these as soon as it is analyzed. Only the tables of convctx
+ * and convctx_recall get them.
  */
 static get_relation_stats_hook_type prev_relation_stats_hook = NULL;
 
