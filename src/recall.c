@@ -901,9 +901,10 @@ RecallForget(text *tenant, text *session_id, int64 turn_no)
 
 /*
  * The same for the sessions (a text[]) of an erasure. SPI must be
- * connected. A join with the array: one probe of turn_embedding_pkey per
- * session, or one hash of the array; never "= ANY (array)" as a filter,
- * which compares every row read with every session erased.
+ * connected. A join with the array, planned for the array it is given:
+ * one probe of turn_embedding_pkey per session, or one hash of the array;
+ * never "= ANY (array)" as a filter, which compares every row read with
+ * every session erased.
  */
 void
 RecallForgetSessions(text *tenant, Datum sessions)
