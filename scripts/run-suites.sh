@@ -41,6 +41,8 @@ run_suite() {
               bash test/bench/browser/run.sh &&
           CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_SESSIONS=100 CONVCTX_BENCH_CLIENTS=2 \
               bash test/bench/storage/run.sh &&
+          CONVCTX_BENCH_TURNS=500 CONVCTX_BENCH_SIZES="200 800" CONVCTX_BENCH_ROUNDS=1 \
+              bash test/bench/unanalyzed/run.sh &&
           if [ -n "$RECALL" ]; then
               CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_DIMS=32 CONVCTX_BENCH_MIN_EMBEDDINGS=1000 \
               CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 bash test/bench/recall/run.sh
@@ -61,8 +63,9 @@ run_suite() {
         bad=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\2/p" "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
-        # browser: eight targets, storage: one, recall (with pgvector): six, each PASS or MISS
-        want=9; [ -n "$RECALL" ] && want=15
+        # browser: eight targets, storage: one, unanalyzed: three, recall (with
+        # pgvector): six, each PASS or MISS
+        want=12; [ -n "$RECALL" ] && want=18
         if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq "$want" ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)
