@@ -36,6 +36,7 @@
 #include "convctx.h"
 #include "args.h"
 #include "metadata.h"
+#include "recall.h"
 #include "session_row.h"
 #include "spi_util.h"
 #include "tenancy.h"
@@ -373,6 +374,8 @@ ReplaceTurn(text *tenant, TurnAnswer *a)
 		 */
 		if (a->metadata && !unmerged)
 			CheckMetadataSize(merged);
+		/* the old version's embeddings go with it (convctx_recall) */
+		RecallForgetVersion(tenant, a->session_id, a->turn_id);
 	}
 	SPI_finish();
 	return new_id;

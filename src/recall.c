@@ -32,6 +32,8 @@
  */
 #include "postgres.h"
 
+#include <float.h>
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -86,6 +88,9 @@ static SPIPlanPtr model_plan, store_plan, turn_exists_plan, unembedded_plan,
 			forget_turn_plan, forget_versions_plan, forget_session_plan, forget_sessions_plan,
 			import_plan, import_state_plan;
 
+/* Kept plan of RecallForgetVersion. */
+static SPIPlanPtr forget_version_plan;
+
 /*
  * The number of the tenant's own index of the model, for a new embedding
  * ($1 the tenant, $4 the model's number): NULL while it has none.
@@ -94,7 +99,7 @@ static SPIPlanPtr model_plan, store_plan, turn_exists_plan, unembedded_plan,
 	"(SELECT i.index_no FROM convctx_recall.tenant_index i" \
 	"  WHERE i.model_no OPERATOR(pg_catalog.=) $4 AND i.tenant_id OPERATOR(pg_catalog.=) $1)"
 
-/* The statements of a model (RecallSql), by scope. */
+/* The statements of a recall (RecallSql), by scope. */
 typedef enum RecallKind
 {
 	RECALL_TENANT_INDEX,		/* the tenant's, through its own HNSW index */
@@ -105,28 +110,34 @@ typedef enum RecallKind
 } RecallKind;
 
 /*
- * The statement through a tenant's own index names the index's number
- * (index_tenants); a backend keeps at most RECALL_TENANT_PLANS of them per
- * model, the most recently used.
+ * The exact kinds take the model as a parameter: one kept plan of each
+ * serves every model (RECALL_TENANT_INDEX's slot is unused).
+ */
+static SPIPlanPtr exact_plans[RECALL_KINDS];
+
+/*
+ * The statement through a tenant's own index names the model's dimensions
+ * and the index's number (index_tenants); a backend keeps at most
+ * RECALL_TENANT_PLANS of them in all, the most recently used, so that its
+ * memory does not grow with the number of models and tenants (each kept
+ * plan takes some 65 kB). They are all freed when turn_embedding's
+ * relation cache entry is invalidated, as an index built or dropped on it
+ * does (index_tenants, rebuild_index, drop_model): freed before the next
+ * recall, never while one runs.
  */
 #define RECALL_TENANT_PLANS 64
 
 typedef struct TenantPlan
 {
+	int32		model_no;
+	int32		dims;
 	int32		index_no;
 	SPIPlanPtr	plan;
 	struct TenantPlan *next;
 } TenantPlan;
 
-typedef struct ModelPlans
-{
-	int32		model_no;
-	SPIPlanPtr	plans[RECALL_KINDS];	/* but RECALL_TENANT_INDEX */
-	TenantPlan *tenants;
-	struct ModelPlans *next;
-} ModelPlans;
-
-static ModelPlans *model_plans = NULL;
+static TenantPlan *tenant_plans = NULL;
+static bool tenant_plans_stale = false;
 
 /*
  * What the check depends on changed, or may have: a schema (a rename),
@@ -143,6 +154,14 @@ RecallInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 	vector_checked = false;
 }
 
+/* turn_embedding's indexes may have changed: its tenant plans go (RecallPlan). */
+static void
+RecallRelInvalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == embedding_relid)
+		tenant_plans_stale = true;
+}
+
 /* From _PG_init. */
 void
 RecallInit(void)
@@ -152,6 +171,23 @@ RecallInit(void)
 
 	for (i = 0; i < (int) lengthof(caches); i++)
 		CacheRegisterSyscacheCallback(caches[i], RecallInvalidate, (Datum) 0);
+	CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
+}
+
+/* Free the kept plans through tenants' indexes. */
+static void
+RecallFreeTenantPlans(void)
+{
+	while (tenant_plans)
+	{
+		TenantPlan *t = tenant_plans;
+
+		if (t->plan)
+			SPI_freeplan(t->plan);
+		tenant_plans = t->next;
+		pfree(t);
+	}
+	tenant_plans_stale = false;
 }
 
 /* Free every kept plan of this file: the schemas they name may have changed. */
@@ -169,25 +205,16 @@ RecallFreePlans(void)
 			SPI_freeplan(*fixed[i]);
 		*fixed[i] = NULL;
 	}
-	while (model_plans)
+	if (forget_version_plan)
+		SPI_freeplan(forget_version_plan);
+	forget_version_plan = NULL;
+	for (i = 0; i < RECALL_KINDS; i++)
 	{
-		ModelPlans *m = model_plans;
-
-		for (i = 0; i < RECALL_KINDS; i++)
-			if (m->plans[i])
-				SPI_freeplan(m->plans[i]);
-		while (m->tenants)
-		{
-			TenantPlan *t = m->tenants;
-
-			if (t->plan)
-				SPI_freeplan(t->plan);
-			m->tenants = t->next;
-			pfree(t);
-		}
-		model_plans = m->next;
-		pfree(m);
+		if (exact_plans[i])
+			SPI_freeplan(exact_plans[i]);
+		exact_plans[i] = NULL;
 	}
+	RecallFreeTenantPlans();
 }
 
 /*
@@ -398,13 +425,26 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *inde
 /*
  * An embedding, a pgvector vector, checked to have the model's dimensions
  * (22000; pgvector's own input already refused anything that is not a
- * vector).
+ * vector) and a cosine distance to any other embedding (22023).
+ *
+ * pgvector computes a cosine distance from the sums of the squares of
+ * the elements in single precision (VectorCosineSimilarity): when that sum
+ * is 0 (a vector of zeros, or elements so small that their squares
+ * underflow) the distance is NaN, and the HNSW index leaves the vector
+ * out; when it overflows, the distance is NaN or meaningless. pgvector
+ * never holds a NaN or an infinite element (its input and arithmetic refuse
+ * them), but a sum that is not a finite number is refused all the same.
+ * The bound keeps a margin for the order in which pgvector adds (its loop
+ * is vectorized): 2000 dimensions round by far less than a factor 2.
  */
 static Datum
 CheckDimensions(Datum embedding, int32 dims)
 {
 	struct varlena *v = PG_DETOAST_DATUM(embedding);
 	int16		got;
+	int			i;
+	bool		nonzero = false;
+	double		sum = 0.0;
 
 	if (VARSIZE(v) < VARHDRSZ + 2 * sizeof(int16))
 		elog(ERROR, "embedding is not a vector");
@@ -415,6 +455,30 @@ CheckDimensions(Datum embedding, int32 dims)
 				errcode(ERRCODE_DATA_EXCEPTION),
 				errmsg("embedding has %d dimensions, the model has %d", got, dims),
 				errhint("Embed with the model the name says, or register the other model under its own name."));
+	if (VARSIZE(v) != VARHDRSZ + 2 * sizeof(int16) + got * sizeof(float4))
+		elog(ERROR, "embedding is not a vector");
+	for (i = 0; i < got; i++)
+	{
+		float4		x;
+		float4		square;
+
+		memcpy(&x, VARDATA(v) + 2 * sizeof(int16) + i * sizeof(float4), sizeof(float4));
+		square = x * x;
+		nonzero |= (square != 0.0f);
+		sum += (double) square;
+	}
+	if (!nonzero)
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("embedding has no cosine distance: its norm is zero"),
+				errdetail("Every element is 0, or too small for its square to be a float4 (below about 1e-22)."),
+				errhint("Pass the vector the model returned for a text; a vector of zeros has no direction."));
+	if (!(sum <= FLT_MAX / 2))
+		ereport(ERROR,
+				errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				errmsg("embedding has no cosine distance: its norm is too large"),
+				errdetail("The sum of the squares of its elements is %g, more than a float4 holds.", sum),
+				errhint("Scale the vector down (cosine distance does not depend on its length), or normalize it."));
 	return PointerGetDatum(v);
 }
 
@@ -427,29 +491,53 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
 }
 
 /*
- * The statement of a model's recall of one kind: $1 tenant, $2 the query
+ * The statement of a recall of one kind: $1 tenant, $2 the query
  * embedding, $3 k, $4 whether turns without an answer count, $5 the
- * session or the identity. RECALL_TENANT_INDEX names the number of the
+ * session or the identity, $6 the model's number, $7 how many candidates.
+ * Its rows are (distance, session_id, turn_id, turn_no, created_at,
+ * question_neutral, answer_neutral, live), nearest first.
+ *
+ * The exact kinds take the $7 nearest embeddings of the scope first,
+ * ordered by distance and then key (a total order: ties are broken as
+ * they always were), as a plain scan of the embeddings would, and only
+ * then read the turns of these candidates; live says whether the turn is
+ * one a recall returns (a live, current version; answered, unless $4),
+ * so that the caller knows both which rows count and whether the
+ * candidates ran out (RecallExact). The embeddings of the scope are read
+ * through the btree on (tenant_id, model_no), or the primary key for a
+ * session or an identity's sessions.
+ *
+ * RECALL_TENANT_INDEX names the model's dimensions and the number of the
  * tenant's own index and orders by the index's expression
- * (convctx_recall.index_tenants: partial on index_no, on the embedding cast
- * to the model's dimensions), so that the planner can prove the index
- * covers it; the exact kinds break ties by key.
+ * (convctx_recall.index_tenants: partial on index_no, on the embedding
+ * cast to the model's dimensions), so that the planner can prove the index
+ * covers it; it filters the turns as it goes (pgvector's iterative scan),
+ * returns live rows only, and ignores $6 and $7.
  */
 static char *
-RecallSql(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
+RecallSql(RecallKind kind, int32 dims, int32 index_no)
 {
 	const char *vs = vector_schema;
-	char	   *distance = psprintf("(e.embedding OPERATOR(%s.<=>) $2)", vs);
-	const char *order = psprintf("%s, e.session_id, e.turn_id", distance);
 	const char *scope = "";
 
 	if (kind == RECALL_TENANT_INDEX)
-	{
-		scope = psprintf(" AND e.index_no OPERATOR(pg_catalog.=) %d", index_no);
-		order = psprintf("(e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))",
-						 vs, dims, vs, vs, dims);
-	}
-	else if (kind == RECALL_SESSION)
+		return psprintf("SELECT (e.embedding OPERATOR(%s.<=>) $2), t.session_id::pg_catalog.text,"
+						"       t.turn_id, t.turn_no, t.created_at, t.question_neutral,"
+						"       t.answer_neutral, true"
+						"  FROM convctx_recall.turn_embedding e"
+						"  JOIN convctx.turn t"
+						"    ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id"
+						"   AND t.session_id OPERATOR(pg_catalog.=) e.session_id"
+						"   AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id"
+						" WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+						"   AND e.index_no OPERATOR(pg_catalog.=) %d"
+						"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+						"   AND ($4 OR t.finalized_at IS NOT NULL)"
+						" ORDER BY (e.embedding::%s.vector(%d) OPERATOR(%s.<=>) $2::%s.vector(%d))"
+						" LIMIT $3",
+						vs, index_no, vs, dims, vs, vs, dims);
+
+	if (kind == RECALL_SESSION)
 		scope = " AND e.session_id OPERATOR(pg_catalog.=) $5";
 	else if (kind == RECALL_IDENTITY)
 		scope = " AND e.session_id OPERATOR(pg_catalog.=) ANY (ARRAY("
@@ -457,59 +545,54 @@ RecallSql(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 			" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1"
 			"   AND l.identity_id OPERATOR(pg_catalog.=) $5))";
 
-	return psprintf("SELECT %s, t.session_id::pg_catalog.text, t.turn_id, t.turn_no,"
-					"       t.created_at, t.question_neutral, t.answer_neutral"
-					"  FROM convctx_recall.turn_embedding e"
+	return psprintf("SELECT c.distance, t.session_id::pg_catalog.text, t.turn_id, t.turn_no,"
+					"       t.created_at, t.question_neutral, t.answer_neutral,"
+					"       (t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+					"        AND ($4 OR t.finalized_at IS NOT NULL))"
+					"  FROM (SELECT e.session_id, e.turn_id,"
+					"               (e.embedding OPERATOR(%s.<=>) $2) AS distance"
+					"          FROM convctx_recall.turn_embedding e"
+					"         WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
+					"           AND e.model_no OPERATOR(pg_catalog.=) $6%s"
+					"         ORDER BY 3, e.session_id, e.turn_id LIMIT $7) c"
 					"  JOIN convctx.turn t"
-					"    ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id"
-					"   AND t.session_id OPERATOR(pg_catalog.=) e.session_id"
-					"   AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id"
-					" WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
-					"   AND e.model_no OPERATOR(pg_catalog.=) %d%s"
-					"   AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
-					"   AND ($4 OR t.finalized_at IS NOT NULL)"
-					" ORDER BY %s LIMIT $3",
-					distance, model_no, scope, order);
+					"    ON t.tenant_id OPERATOR(pg_catalog.=) $1"
+					"   AND t.session_id OPERATOR(pg_catalog.=) c.session_id"
+					"   AND t.turn_id OPERATOR(pg_catalog.=) c.turn_id"
+					" ORDER BY c.distance, c.session_id, c.turn_id",
+					vs, scope);
 }
 
-/* The kept plan of a model's recall of one kind (for a tenant's index, that index's). */
+/* The kept plan of a recall of one kind (for a tenant's index, that index's). */
 static SPIPlanPtr
 RecallPlan(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 {
-	Oid			argtypes[5] = {TEXTOID, vector_type, INT4OID, BOOLOID, TEXTOID};
-	ModelPlans *m;
+	Oid			argtypes[7] = {TEXTOID, vector_type, INT4OID, BOOLOID, TEXTOID, INT4OID, INT8OID};
 	TenantPlan *t,
 			   *prev = NULL;
 	int			n = 0;
 
-	for (m = model_plans; m; m = m->next)
-		if (m->model_no == model_no)
-			break;
-	if (m == NULL)
-	{
-		m = MemoryContextAllocZero(TopMemoryContext, sizeof(ModelPlans));
-		m->model_no = model_no;
-		m->next = model_plans;
-		model_plans = m;
-	}
+	/* before any is run: an invalidation may come while one runs */
+	if (tenant_plans_stale)
+		RecallFreeTenantPlans();
 	if (kind != RECALL_TENANT_INDEX)
-		return SpiKeptPlan(&m->plans[kind], RecallSql(kind, model_no, dims, 0), 5, argtypes);
+		return SpiKeptPlan(&exact_plans[kind], RecallSql(kind, 0, 0), 7, argtypes);
 
 	/* most recently used first; past RECALL_TENANT_PLANS, the last is freed */
-	for (t = m->tenants; t; prev = t, t = t->next, n++)
-		if (t->index_no == index_no)
+	for (t = tenant_plans; t; prev = t, t = t->next, n++)
+		if (t->index_no == index_no && t->model_no == model_no && t->dims == dims)
 			break;
 	if (t != NULL && prev != NULL)
 	{
 		prev->next = t->next;
-		t->next = m->tenants;
-		m->tenants = t;
+		t->next = tenant_plans;
+		tenant_plans = t;
 	}
 	else if (t == NULL)
 	{
 		if (n >= RECALL_TENANT_PLANS)
 		{
-			TenantPlan *last = m->tenants;
+			TenantPlan *last = tenant_plans;
 
 			while (last->next->next)
 				last = last->next;
@@ -519,11 +602,13 @@ RecallPlan(RecallKind kind, int32 model_no, int32 dims, int32 index_no)
 			last->next = NULL;
 		}
 		t = MemoryContextAllocZero(TopMemoryContext, sizeof(TenantPlan));
+		t->model_no = model_no;
+		t->dims = dims;
 		t->index_no = index_no;
-		t->next = m->tenants;
-		m->tenants = t;
+		t->next = tenant_plans;
+		tenant_plans = t;
 	}
-	return SpiKeptPlan(&t->plan, RecallSql(kind, model_no, dims, index_no), 5, argtypes);
+	return SpiKeptPlan(&t->plan, RecallSql(kind, dims, index_no), 7, argtypes);
 }
 
 /*
@@ -548,42 +633,85 @@ RecallLockAndCheck(void)
 }
 
 /*
- * Run a model's recall statement of a kind; through the tenant's own
- * index with pgvector's iterative index scan, so that the scan goes on
- * until k rows passed the turn's filters (a replaced version, a question
- * without an answer), and with sorts off, so that the planner takes the
- * index. The index holds the tenant's embeddings only, so its scan depends
- * on nothing of another tenant's; hnsw.ef_search and hnsw.max_scan_tuples
- * are the caller's to set. The settings are undone when the statement
- * ends.
+ * Keep the first k live rows of SPI's result, in order, as SPI's result
+ * (the column live is left, unread); returns whether there were k.
+ */
+static bool
+RecallKeepLive(int32 k)
+{
+	uint64		i,
+				kept = 0;
+	bool		isnull;
+
+	for (i = 0; i < SPI_processed && kept < (uint64) k; i++)
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 8, &isnull)))
+			SPI_tuptable->vals[kept++] = SPI_tuptable->vals[i];
+	SPI_processed = kept;
+	return kept == (uint64) k;
+}
+
+/*
+ * Run a recall statement of a kind, leaving its first k live rows in
+ * SPI's result.
+ *
+ * Exact: the nearest candidates first, 2k of them and then 8 times as
+ * many each time fewer than k of them are live, until k are or the
+ * candidates run out. Only a few are not live (a turn without its answer
+ * yet for answered_before; an old version or a tombstone keeps no
+ * embedding), so one pass, as costly as a plain scan of the embeddings,
+ * is the rule.
+ *
+ * Through the tenant's own index: with pgvector's iterative index scan,
+ * so that the scan goes on until k rows passed the turn's filters, and
+ * with sorts off, so that the planner takes the index. The index holds
+ * the tenant's embeddings only, so its scan depends on nothing of another
+ * tenant's; hnsw.ef_search and hnsw.max_scan_tuples are the caller's to
+ * set. The settings are undone when the statement ends.
  */
 static void
 RecallRun(RecallKind kind, int32 model_no, int32 dims, int32 index_no, Datum *values,
-		  const char *nulls)
+		  const char *nulls, int32 k)
 {
 	int			nestlevel;
+	int64		candidates = Max(2 * (int64) k, 16);
 
 	RecallLockAndCheck();
-	nestlevel = NewGUCNestLevel();
-	if (kind == RECALL_TENANT_INDEX)
+	if (kind != RECALL_TENANT_INDEX)
 	{
-		(void) set_config_option("hnsw.iterative_scan", "strict_order", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-		(void) set_config_option("enable_sort", "off", PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		SPIPlanPtr	plan = RecallPlan(kind, model_no, dims, index_no);
+
+		for (;;)
+		{
+			values[6] = Int64GetDatum(candidates);
+			SpiRunBulkPlan(plan, values, nulls, true, 0, SPI_OK_SELECT);
+			if ((int64) SPI_processed < candidates)
+				break;			/* every candidate was read */
+			if (RecallKeepLive(k))
+				return;
+			SPI_freetuptable(SPI_tuptable);
+			candidates *= 8;
+		}
+		RecallKeepLive(k);
+		return;
 	}
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("hnsw.iterative_scan", "strict_order", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_sort", "off", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SpiRunBulkPlan(RecallPlan(kind, model_no, dims, index_no), values, nulls, true, 0,
 				   SPI_OK_SELECT);
 	AtEOXact_GUC(true, nestlevel);
+	RecallKeepLive(k);
 }
 
 /*
  * The k nearest live, current turns of the tenant to the query embedding
  * (argument embedding_arg) under a model, nearest first, left in SPI's
- * result: of a session, of an identity's sessions (scope_key), or with
- * scope RECALL_TENANT_INDEX of the whole tenant, through its own index
- * when it has one, else each compared; with finalized_only, only answered
- * turns. SPI connected.
+ * result (with an eighth column, live, always true): of a session, of an
+ * identity's sessions (scope_key), or with scope RECALL_TENANT_INDEX of
+ * the whole tenant, through its own index when it has one, else each
+ * compared; with finalized_only, only answered turns. SPI connected.
  */
 static void
 Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, int32 k,
@@ -592,8 +720,8 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 	int32		model_no,
 				dims;
 	int32		index_no;
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n'};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', scope_key ? ' ' : 'n', ' ', ' '};
 
 	ModelLookup(model, tenant, &model_no, &dims, &index_no, false);
 	values[0] = PointerGetDatum(tenant);
@@ -601,9 +729,33 @@ Recall(FunctionCallInfo fcinfo, text *tenant, text *model, int embedding_arg, in
 	values[2] = Int32GetDatum(k);
 	values[3] = BoolGetDatum(!finalized_only);
 	values[4] = PointerGetDatum(scope_key);
+	values[5] = Int32GetDatum(model_no);
+	values[6] = Int64GetDatum(0);
 	if (scope == RECALL_TENANT_INDEX && index_no == 0)
 		scope = RECALL_TENANT_EXACT;
-	RecallRun(scope, model_no, dims, index_no, values, nulls);
+	RecallRun(scope, model_no, dims, index_no, values, nulls, k);
+}
+
+/* Copy the rows Recall left, but the column live, into the function's result. */
+static void
+RecallRowsToResult(ReturnSetInfo *rsinfo)
+{
+	TupleDesc	desc = rsinfo->setDesc;
+	uint64		i;
+	int			c;
+
+	if (desc->natts != 7 || SPI_tuptable->tupdesc->natts != 8)
+		elog(ERROR, "recall is declared with %d result columns, expected 7", desc->natts);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		row[7];
+		bool		row_nulls[7];
+
+		for (c = 0; c < 7; c++)
+			row[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1,
+								   &row_nulls[c]);
+		tuplestore_putvalues(rsinfo->setResult, desc, row, row_nulls);
+	}
 }
 
 
@@ -636,7 +788,7 @@ convctx_recall_recall(PG_FUNCTION_ARGS)
 	Recall(fcinfo, CurrentTenant(), model, 0, k,
 		   session_id ? RECALL_SESSION : identity_id ? RECALL_IDENTITY : RECALL_TENANT_INDEX,
 		   session_id ? session_id : identity_id, false);
-	SpiRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
+	RecallRowsToResult((ReturnSetInfo *) fcinfo->resultinfo);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -925,6 +1077,34 @@ RecallForgetSessions(text *tenant, Datum sessions)
 }
 
 /*
+ * Delete the embeddings of a turn's old version, which replace_turn just
+ * replaced (replaced_by_turn_id set by this transaction), when
+ * convctx_recall is installed: a recall never returns an old version, so
+ * its embeddings would only take room. Run on the newest committed rows,
+ * as RecallForget is: an embedding stored by a transaction that held the
+ * turn's row until the replacement got it is deleted also at repeatable
+ * read; one that comes after finds the turn replaced and stores nothing.
+ * SPI must be connected.
+ */
+void
+RecallForgetVersion(text *tenant, text *session_id, pg_uuid_t *turn_id)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		values[3] = {PointerGetDatum(tenant), PointerGetDatum(session_id),
+	UUIDPGetDatum(turn_id)};
+
+	AcceptInvalidationMessages();
+	if (!RecallCatalog(false))
+		return;
+	SpiRunBulkPlanLatest(SpiKeptPlan(&forget_version_plan,
+									 "DELETE FROM convctx_recall.turn_embedding e"
+									 " WHERE " SESSION_KEY_AT("e")
+									 "   AND e.turn_id OPERATOR(pg_catalog.=) $3",
+									 3, argtypes),
+						 values, NULL, SPI_OK_DELETE);
+}
+
+/*
  * Whether convctx_recall is installed here, as it must be (ERROR when it
  * is not as RecallCatalog wants it): export_records then carries the
  * embeddings of the conversations it exports.
@@ -972,11 +1152,12 @@ VectorsEqual(Datum a, Datum b)
  * Store an embedding an import brought, for the turn (turn_id, turn_no)
  * of the session, under model: embedding is pgvector's text of it,
  * stored_at when it was stored where it comes from. Stored as
- * store_embedding stores, when the turn is here, not a tombstone, and has
- * no embedding of the model yet; else says why not. An old version keeps
- * the embedding it had (never recalled), so that an import copies what an
- * export has. 22000 when the model here has other dimensions. SPI
- * connected; the results are freed.
+ * store_embedding stores, when the turn is here, not a tombstone, its
+ * current version, and has no embedding of the model yet; else says why
+ * not: an old version takes none, as replace_turn deletes its embeddings
+ * (a file exported before 0.6.0 may have some), and is changed here.
+ * 22000 when the model here has other dimensions, 22023 when the
+ * embedding has no cosine distance. SPI connected; the results are freed.
  */
 RecallImported
 RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 turn_no,
@@ -1015,7 +1196,8 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 						   "            WHERE " SESSION_KEY_AT("t")
 						   "              AND t.turn_no OPERATOR(pg_catalog.=) $7"
 						   "              AND t.turn_id OPERATOR(pg_catalog.=) $3"
-						   "              AND t.deleted_at IS NULL FOR SHARE)"
+						   "              AND t.deleted_at IS NULL AND t.replaced_by_turn_id IS NULL"
+						   "              FOR SHARE)"
 						   "INSERT INTO convctx_recall.turn_embedding"
 						   "       (tenant_id, session_id, turn_id, model_no, index_no, embedding, stored_at)"
 						   "SELECT t.tenant_id, t.session_id, t.turn_id, $4, " TENANT_INDEX_NO ", $5, $6 FROM t"
@@ -1030,7 +1212,7 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 
 	/* why not: the turn here, and the embedding it has (as written, not read-only) */
 	SpiRunPlan(SpiKeptPlan(&import_state_plan,
-						   "SELECT t.deleted_at IS NOT NULL,"
+						   "SELECT t.deleted_at IS NOT NULL, t.replaced_by_turn_id IS NOT NULL,"
 						   "       (SELECT e.embedding FROM convctx_recall.turn_embedding e"
 						   "         WHERE " SESSION_KEY_AT("e")
 						   "           AND e.turn_id OPERATOR(pg_catalog.=) t.turn_id"
@@ -1044,9 +1226,11 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 		done = RECALL_REMOVED;
 	else if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		done = RECALL_REDACTED;
+	else if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		done = RECALL_CHANGED;
 	else
 	{
-		there = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		there = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 		done = !isnull && VectorsEqual(there, values[4]) ? RECALL_THERE : RECALL_CHANGED;
 	}
 	SPI_freetuptable(SPI_tuptable);

@@ -34,6 +34,7 @@ typedef enum RecallImported
 extern void RecallInit(void);
 extern void RecallForget(text *tenant, text *session_id, int64 turn_no);
 extern void RecallForgetSessions(text *tenant, Datum sessions);
+extern void RecallForgetVersion(text *tenant, text *session_id, pg_uuid_t *turn_id);
 extern bool RecallInstalled(void);
 extern RecallImported RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id,
 											int64 turn_no, text *model, char *embedding,

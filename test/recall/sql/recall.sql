@@ -106,6 +106,9 @@ SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.999);
 SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.9, identity_id => 'alice');
 -- an old version is not recalled; its correction waits for an embedding
 SELECT convctx.replace_turn('s-b', (SELECT id FROM ids WHERE name = 'b1'), 'corrected b1') IS NOT NULL AS replaced;
+-- the old version's embedding went with it
+SELECT count(*) AS old_version_embeddings FROM convctx_recall.turn_embedding
+ WHERE turn_id = (SELECT id FROM ids WHERE name = 'b1');
 SELECT count(*) FROM convctx_recall.answered_before('[1,0,0]', 'm3', 0.9);
 SELECT session_id, turn_no, question_neutral, answer_neutral FROM convctx_recall.unembedded_turns('m3');
 
@@ -126,6 +129,21 @@ SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[1,0,0]', 'm3
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.unembedded_turns('m3', 10, 's-a')$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.unembedded_turns('m3', 10001)$$);
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', repeat('m', 2000))$$);
+-- no cosine distance: zeros, elements whose squares underflow a float4, or overflow it;
+-- refused storing (the stored one stays), recalling and in the answer cache
+SELECT pg_temp.try(format($$SELECT convctx_recall.store_embedding('s-a', %L, 'm3', %L)$$,
+                          (SELECT id FROM ids WHERE name = 'a1'), v))
+  FROM (VALUES ('[0,0,0]'), ('[-0,0,0]'), ('[1e-30,0,-1e-23]'), ('[3e38,3e38,0]')) x(v);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[0,0,0]', 'm3')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[0,0,0]', 'm3', 5, session_id => 's-a')$$);
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.answered_before('[0,0,0]', 'm3', 0.5)$$);
+-- the smallest that has one is taken
+SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1e-22,0,0]', 'm3')$$);
+-- pgvector holds no NaN nor infinite element
+SELECT pg_temp.try($$SELECT '[NaN,0,1]'::vector$$);
+SELECT pg_temp.try($$SELECT '[Infinity,0,1]'::vector$$);
+SELECT pg_temp.try($$SELECT '[3e38,0,1]'::vector + '[3e38,0,1]'$$);
+SELECT e.embedding FROM convctx_recall.turn_embedding e WHERE e.turn_id = (SELECT id FROM ids WHERE name = 'a1');
 SELECT count(*) FROM convctx_recall.turn_embedding;
 
 ------------------------------------------------------------------------------
@@ -243,6 +261,19 @@ SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_ne
 SELECT count(*) FROM convctx_recall.unembedded_turns('m3');
 SELECT record_type, skipped, skipped_why FROM convctx.import_records(ARRAY(SELECT line FROM exported ORDER BY n))
  WHERE record_type = 'embedding';
+-- an embedding of an old version (a file of before 0.6.0): not stored, changed here
+SET convctx.tenant = 'wayne';
+SELECT record_type, imported, skipped, skipped_why FROM convctx.import_records(ARRAY(
+    SELECT line FROM (SELECT n::numeric, line FROM exported
+                      UNION ALL
+                      SELECT (SELECT max(n) FROM exported WHERE line::jsonb ->> 'session_id' = 's-b') + 0.5,
+                             jsonb_build_object('type', 'embedding', 'session_id', 's-b',
+                                                'turn_id', (SELECT id FROM ids WHERE name = 'b1'), 'model', 'm3',
+                                                'embedding', '[1, 0, 0]'::jsonb,
+                                                'stored_at', '2026-01-01T00:00:00+00:00')::text) x
+     ORDER BY n))
+ WHERE record_type = 'embedding';
+SET convctx.tenant = 'initech';
 -- another embedding here, a redacted turn here
 SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a2'), 'm3', '[0,1,1]');
 SELECT convctx.redact_turn('s-a', (SELECT id FROM ids WHERE name = 'a3'));
@@ -266,6 +297,7 @@ SELECT pg_temp.try(format($$SELECT * FROM convctx.import_records(ARRAY(
                 THEN jsonb_set(line, %L, %L)::text ELSE line::text END
       FROM bad_embedding ORDER BY n))$$, k, v))
   FROM (VALUES ('{embedding}', '[]'), ('{embedding}', '["1"]'), ('{embedding}', '[1e40, 0, 0]'),
+               ('{embedding}', '[0, 0, 0]'), ('{embedding}', '[1e-30, 0, 0]'),
                ('{embedding}', '[-1e-1000, 1e1000, 0]'),
                ('{embedding}', (SELECT jsonb_agg(0) FROM generate_series(1, 2001))),
                ('{embedding}', '{"x": 1}'), ('{turn_id}', to_jsonb(gen_random_uuid()::text)),
@@ -349,6 +381,37 @@ SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 SELECT count(*) FROM convctx_recall.turn_embedding;
 SELECT count(*) FROM convctx_recall.tenant_index;
 SELECT indexrelid::regclass FROM pg_index WHERE indrelid = 'convctx_recall.turn_embedding'::regclass ORDER BY 1;
+
+------------------------------------------------------------------------------
+-- Memory: a backend's kept plans of recall do not grow with the number of
+-- models (one plan of each exact kind serves every model, at most 64 go
+-- through tenants' indexes), and those through a dropped index are freed
+-- before the next recall
+------------------------------------------------------------------------------
+SET convctx.tenant = 'memtest';
+INSERT INTO ids SELECT 'm' || i, (convctx.begin_turn('s-m', 'r' || i, 'question m' || i, 1)).turn_id
+  FROM generate_series(1, 2) i;
+SELECT convctx.link_session('mona', 's-m');
+CREATE TEMP VIEW recall_plans AS
+SELECT count(*) FILTER (WHERE ident NOT LIKE '%index_no OPERATOR%') AS exact,
+       count(*) FILTER (WHERE ident LIKE '%index_no OPERATOR%') AS through_indexes
+  FROM pg_backend_memory_contexts WHERE name = 'CachedPlanSource' AND ident LIKE '%<=>%';
+SELECT count(convctx_recall.add_model('mem' || i, 3)) FROM generate_series(1, 70) i;
+SELECT count(convctx_recall.store_embedding('s-m', ids.id, 'mem' || i, '[1,2,3]'))
+  FROM generate_series(1, 70) i, ids WHERE ids.name IN ('m1', 'm2');
+SELECT count(*) FROM generate_series(1, 70) i,
+       LATERAL (SELECT turn_id FROM convctx_recall.recall('[1,2,3]', 'mem' || i, 5)
+                UNION ALL SELECT turn_id FROM convctx_recall.recall('[1,2,3]', 'mem' || i, 5, session_id => 's-m')
+                UNION ALL SELECT turn_id FROM convctx_recall.recall('[1,2,3]', 'mem' || i, 5, identity_id => 'mona')
+                UNION ALL SELECT turn_id FROM convctx_recall.answered_before('[1,2,3]', 'mem' || i, 0)) r;
+SELECT * FROM recall_plans;
+SELECT convctx_recall.index_tenants(min_embeddings => 2);
+SELECT count(*) FROM generate_series(1, 70) i, convctx_recall.recall('[1,2,3]', 'mem' || i, 5) r;
+SELECT * FROM recall_plans;
+SELECT sum(convctx_recall.drop_model('mem' || i)) FROM generate_series(1, 70) i;
+SELECT count(*) FROM convctx_recall.recall('[1,2]', 'other', 5);
+SELECT * FROM recall_plans;
+SET convctx.tenant = 'globex';
 -- \df+ says what each function does
 SELECT p.proname, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.pronamespace = 'convctx_recall'::regnamespace ORDER BY 1;
@@ -366,5 +429,6 @@ SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
 DROP SCHEMA recall_app_schema CASCADE;
 SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'recall_admin', 'recall_service']) r;
+DROP VIEW recall_plans;
 DROP TABLE ids, exact, scans, exported, bad_embedding;
 DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_service, recall_schema_owner;
