@@ -64,8 +64,8 @@ run_suite() {
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
         # browser: eight targets, storage: one, unanalyzed: three, recall (with
-        # pgvector): six, each PASS or MISS
-        want=12; [ -n "$RECALL" ] && want=18
+        # pgvector): twelve, each PASS or MISS
+        want=12; [ -n "$RECALL" ] && want=24
         if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq "$want" ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)

@@ -505,7 +505,7 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
  * so that the caller knows both which rows count and whether the
  * candidates ran out (RecallExact). The embeddings of the scope are read
  * through the btree on (tenant_id, model_no), or the primary key for a
- * session or an identity's sessions.
+ * session or an identity's sessions (as below).
  *
  * RECALL_TENANT_INDEX names the model's dimensions and the number of the
  * tenant's own index and orders by the index's expression
@@ -519,6 +519,8 @@ RecallSql(RecallKind kind, int32 dims, int32 index_no)
 {
 	const char *vs = vector_schema;
 	const char *scope = "";
+	const char *from = "convctx_recall.turn_embedding e";
+	const char *model;
 
 	if (kind == RECALL_TENANT_INDEX)
 		return psprintf("SELECT (e.embedding OPERATOR(%s.<=>) $2), t.session_id::pg_catalog.text,"
@@ -537,13 +539,25 @@ RecallSql(RecallKind kind, int32 dims, int32 index_no)
 						" LIMIT $3",
 						vs, index_no, vs, dims, vs, vs, dims);
 
+	/*
+	 * A session's or an identity's embeddings through the primary key, on
+	 * (tenant_id, session_id), for each session linked to the identity
+	 * (one link per session): the model is compared in an expression that
+	 * the btree on (tenant_id, model_no) cannot use, as otherwise the
+	 * planner, which without statistics deems both as selective, takes the
+	 * smaller index and reads the whole tenant's rows.
+	 */
 	if (kind == RECALL_SESSION)
 		scope = " AND e.session_id OPERATOR(pg_catalog.=) $5";
 	else if (kind == RECALL_IDENTITY)
-		scope = " AND e.session_id OPERATOR(pg_catalog.=) ANY (ARRAY("
-			"SELECT l.session_id FROM convctx.session_link l"
-			" WHERE l.tenant_id OPERATOR(pg_catalog.=) $1"
-			"   AND l.identity_id OPERATOR(pg_catalog.=) $5))";
+	{
+		from = "convctx.session_link l JOIN convctx_recall.turn_embedding e"
+			" ON e.session_id OPERATOR(pg_catalog.=) l.session_id";
+		scope = " AND l.tenant_id OPERATOR(pg_catalog.=) $1"
+			" AND l.identity_id OPERATOR(pg_catalog.=) $5";
+	}
+	model = kind == RECALL_TENANT_EXACT ? "e.model_no"
+		: "(e.model_no OPERATOR(pg_catalog.+) 0)";
 
 	return psprintf("SELECT c.distance, t.session_id::pg_catalog.text, t.turn_id, t.turn_no,"
 					"       t.created_at, t.question_neutral, t.answer_neutral,"
@@ -551,16 +565,16 @@ RecallSql(RecallKind kind, int32 dims, int32 index_no)
 					"        AND ($4 OR t.finalized_at IS NOT NULL))"
 					"  FROM (SELECT e.session_id, e.turn_id,"
 					"               (e.embedding OPERATOR(%s.<=>) $2) AS distance"
-					"          FROM convctx_recall.turn_embedding e"
+					"          FROM %s"
 					"         WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
-					"           AND e.model_no OPERATOR(pg_catalog.=) $6%s"
+					"           AND %s OPERATOR(pg_catalog.=) $6%s"
 					"         ORDER BY 3, e.session_id, e.turn_id LIMIT $7) c"
 					"  JOIN convctx.turn t"
 					"    ON t.tenant_id OPERATOR(pg_catalog.=) $1"
 					"   AND t.session_id OPERATOR(pg_catalog.=) c.session_id"
 					"   AND t.turn_id OPERATOR(pg_catalog.=) c.turn_id"
 					" ORDER BY c.distance, c.session_id, c.turn_id",
-					vs, scope);
+					vs, from, model, scope);
 }
 
 /* The kept plan of a recall of one kind (for a tenant's index, that index's). */
@@ -654,9 +668,9 @@ RecallKeepLive(int32 k)
  * Run a recall statement of a kind, leaving its first k live rows in
  * SPI's result.
  *
- * Exact: the nearest candidates first, 2k of them and then 8 times as
- * many each time fewer than k of them are live, until k are or the
- * candidates run out. Only a few are not live (a turn without its answer
+ * Exact: the nearest candidates first, k and a quarter (at least 2
+ * more), and then 8 times as many each time fewer than k of them are
+ * live, until k are or the candidates run out. Only a few are not live (a turn without its answer
  * yet for answered_before; an old version or a tombstone keeps no
  * embedding), so one pass, as costly as a plain scan of the embeddings,
  * is the rule.
@@ -673,7 +687,7 @@ RecallRun(RecallKind kind, int32 model_no, int32 dims, int32 index_no, Datum *va
 		  const char *nulls, int32 k)
 {
 	int			nestlevel;
-	int64		candidates = Max(2 * (int64) k, 16);
+	int64		candidates = (int64) k + Max(k / 4, 2);
 
 	RecallLockAndCheck();
 	if (kind != RECALL_TENANT_INDEX)

@@ -73,6 +73,33 @@ SELECT convctx.erase_identity('victim') AS erased_turns \gset
 CALL bench.victim_probe('after');
 SQL
 
+# The exact path (a session, an identity, tenants without an index of
+# their own) against a plain exact scan of the same embeddings; the first
+# call of a new connection; then the same tenants with an index of their
+# own against the plain exact scan, for the size from which an index pays.
+XSIZES=${CONVCTX_BENCH_EXACT_SIZES:-250,500,1000,2000,5000,8000,10000}
+t0=$SECONDS
+psql -X -q -v ON_ERROR_STOP=1 -v sizes="$XSIZES" -d "$DB" -f test/bench/recall/exact.sql
+echo "== loaded tenants of $XSIZES embeddings without an index of their own in $((SECONDS - t0)) s"
+for r in $(seq 1 "$ROUNDS"); do
+    q -c "SET bench.ef_search = $EF" -c "CALL bench.xround($r, 'exact')"
+done
+# cold: the first recall of a new connection (a session's 50 turns), then a second one
+cold=""
+warm=""
+for i in $(seq 1 $((ROUNDS * 4))); do
+    times=$(psql -X -q -d "$DB" -c "SET convctx.tenant = 'x${XSIZES##*,}'" -c '\timing on' \
+        -c "SELECT count(*) FROM convctx_recall.recall('$(q -c "SELECT v FROM bench.xquery WHERE class = 'session' AND q = 1")', 'bench', 10, 'x${XSIZES##*,}-s30')" \
+        -c "SELECT count(*) FROM convctx_recall.recall('$(q -c "SELECT v FROM bench.xquery WHERE class = 'session' AND q = 2")', 'bench', 10, 'x${XSIZES##*,}-s30')" \
+        | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n 2)
+    cold="$cold $(echo "$times" | sed -n 1p)"
+    warm="$warm $(echo "$times" | sed -n 2p)"
+done
+q -c "SELECT convctx_recall.index_tenants('bench', ${XSIZES%%,*}) > 0" >/dev/null
+for r in $(seq 1 "$ROUNDS"); do
+    q -c "SET bench.ef_search = $EF" -c "CALL bench.xround($r, 'hnsw')"
+done
+
 # The table: medians of each round, and the median and spread of the
 # per-round ratios.
 q <<'SQL'
@@ -113,4 +140,36 @@ q -c "SELECT format('  erased identity (%s embedded turns): its turns returned b
                     (SELECT count(*) FROM bench.victim), a.queries, a.found, b.found,
                     CASE WHEN a.found = 0 THEN 'PASS' ELSE 'MISS' END)
         FROM bench.victim_found a, bench.victim_found b WHERE a.phase = 'after' AND b.phase = 'before'"
+echo
+echo "exact path (no index of its own) against a plain exact scan of the same embeddings"
+echo "(ORDER BY embedding <=> q LIMIT 10 over the scope's rows), p50 ms per round of recall / plain:"
+q -c "SELECT format('  %s: %s / %s, same results: %s', class,
+                    string_agg(round(c.p50::numeric, 2)::text, ' ' ORDER BY round),
+                    string_agg(round(b.p50::numeric, 2)::text, ' ' ORDER BY round), bool_and(c.same))
+        FROM bench.xper_round c JOIN bench.xper_round b USING (phase, class, round)
+       WHERE phase = 'exact' AND c.who = 'recall' AND b.who = 'plain'
+       GROUP BY class ORDER BY min(c.p50)"
+echo "targets:"
+q -c "SELECT format('  exact recall of %s, recall / plain exact scan <= 1.2 with the same results: %s (spread %s-%s)%s %s',
+                    class, round(med::numeric, 2), round(lo::numeric, 2), round(hi::numeric, 2),
+                    CASE WHEN same THEN '' ELSE ', NOT the same results' END,
+                    CASE WHEN med <= 1.2 AND same THEN 'PASS' ELSE 'MISS' END)
+        FROM bench.xratio
+       WHERE phase = 'exact' AND (class IN ('session', 'identity') OR split_part(class, ' ', 2)::int >= 2000)
+       ORDER BY recall_ms"
+echo
+echo "a tenant's own HNSW index (hnsw.ef_search = $EF) against exact search, by tenant size:"
+q -c "SELECT format('  %s embeddings: exact recall %s ms, plain exact scan %s ms, through its index %s ms (recall@10 %s)',
+                    split_part(e.class, ' ', 2), round(e.recall_ms::numeric, 2), round(e.plain_ms::numeric, 2),
+                    round(h.recall_ms::numeric, 2), round(h.recall::numeric, 3))
+        FROM bench.xratio e JOIN bench.xratio h USING (class)
+       WHERE e.phase = 'exact' AND h.phase = 'hnsw' ORDER BY split_part(e.class, ' ', 2)::int"
+q -c "SELECT '  an index pays (p50 through it below exact recall) from: ' ||
+             coalesce((SELECT min(split_part(e.class, ' ', 2)::int)::text
+                         FROM bench.xratio e JOIN bench.xratio h USING (class)
+                        WHERE e.phase = 'exact' AND h.phase = 'hnsw' AND h.recall_ms < e.recall_ms),
+                      'none of these sizes') || ' embeddings'"
+echo
+echo "first recall of a new connection (a session's 50 turns, client-side, ms): p50 $(printf '%s\n' $cold | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+     "(all: $cold); the second call of the connection: p50 $(printf '%s\n' $warm | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 rm -rf "$work"
