@@ -505,7 +505,11 @@ ArgEmbedding(FunctionCallInfo fcinfo, int argno, int32 dims)
  * so that the caller knows both which rows count and whether the
  * candidates ran out (RecallExact). The embeddings of the scope are read
  * through the btree on (tenant_id, model_no), or the primary key for a
- * session or an identity's sessions (as below).
+ * session or an identity's sessions (as below). Each candidate's turn is
+ * the first at or after its id in its session, by the primary key (the
+ * foreign key says it is there): asked for by equality, the planner, which
+ * deems (tenant_id, session_id) as selective as the whole key, may take
+ * the smaller turn_chronology and read every turn of the session for each.
  *
  * RECALL_TENANT_INDEX names the model's dimensions and the number of the
  * tenant's own index and orders by the index's expression
@@ -569,10 +573,16 @@ RecallSql(RecallKind kind, int32 dims, int32 index_no)
 					"         WHERE e.tenant_id OPERATOR(pg_catalog.=) $1"
 					"           AND %s OPERATOR(pg_catalog.=) $6%s"
 					"         ORDER BY 3, e.session_id, e.turn_id LIMIT $7) c"
-					"  JOIN convctx.turn t"
-					"    ON t.tenant_id OPERATOR(pg_catalog.=) $1"
-					"   AND t.session_id OPERATOR(pg_catalog.=) c.session_id"
-					"   AND t.turn_id OPERATOR(pg_catalog.=) c.turn_id"
+					" CROSS JOIN LATERAL"
+					"       (SELECT t.session_id, t.turn_id, t.turn_no, t.created_at,"
+					"               t.question_neutral, t.answer_neutral, t.deleted_at,"
+					"               t.replaced_by_turn_id, t.finalized_at"
+					"          FROM convctx.turn t"
+					"         WHERE t.tenant_id OPERATOR(pg_catalog.=) $1"
+					"           AND t.session_id OPERATOR(pg_catalog.=) c.session_id"
+					"           AND t.turn_id OPERATOR(pg_catalog.>=) c.turn_id"
+					"         ORDER BY t.turn_id LIMIT 1) t"
+					" WHERE t.turn_id OPERATOR(pg_catalog.=) c.turn_id"
 					" ORDER BY c.distance, c.session_id, c.turn_id",
 					vs, from, model, scope);
 }
