@@ -19,10 +19,12 @@
  * that only a superuser can change (RecallCatalog), and the statements
  * are prepared again whenever a schema changes.
  *
- * Each model has its own HNSW index, partial on the model and built on
- * the embeddings cast to the model's dimensions (convctx_recall.add_model):
- * a statement that can use it names both, so the statements of a model are
- * written and kept per model (ModelPlans).
+ * A tenant with many embeddings of a model has its own HNSW index, partial
+ * on its number and built on the embeddings cast to the model's dimensions
+ * (convctx_recall.index_tenants): a statement that can use it names both,
+ * so it is written and kept per index, a bounded number of them
+ * (TenantPlan). The exact statements take the model as a parameter: one of
+ * each scope serves every model.
  *
  * Copyright (c) 2026, the convctx authors
  *
