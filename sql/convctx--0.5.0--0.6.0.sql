@@ -17,6 +17,25 @@
 -- same catalog; on the last form of 0.5.0 it changes nothing but comments
 -- that are the same already.
 
+-- Forms of 0.5.0 from before the statement trigger that deletes a deleted
+-- session's rows (session_deleted, and session_truncated for TRUNCATE)
+-- were development states: main never held them at a landing. They lack
+-- more than this script adds (that trigger, the browser's functions, the
+-- import), so it refuses them before it changes anything, rather than
+-- leave a catalog that differs from a fresh install.
+DO $development_forms$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid OPERATOR(pg_catalog.=) 'convctx.session'::pg_catalog.regclass
+                      AND t.tgname OPERATOR(pg_catalog.=) 'session_truncated') THEN
+        RAISE EXCEPTION 'convctx 0.5.0 in this database is a development form that cannot be updated in place'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its session table has no trigger session_truncated: the form of 0.5.0 it was installed from came before the first one that was released.',
+                  HINT = 'Export its conversations with "convctx export", then DROP EXTENSION convctx, CREATE EXTENSION convctx and "convctx import" them.';
+    END IF;
+END
+$development_forms$;
+
 -- The columns the conversation browser reads from the session row, and
 -- what the last update script to 0.5.0 did that earlier forms of it did
 -- not: finish the erasures made before 0.3.0, and never let a session's
@@ -45,7 +64,7 @@ BEGIN
           FROM convctx.audit_log a
          WHERE a.action OPERATOR(pg_catalog.=) 'erase_identity'
            AND a.identity_id OPERATOR(pg_catalog.<>) 'erased'
-           AND a.identity_id NOT LIKE 'erased:%'
+           AND a.identity_id OPERATOR(pg_catalog.!~~) 'erased:%'
          GROUP BY a.tenant_id, a.identity_id
     LOOP
         erased := ARRAY(SELECT l.session_id FROM convctx.session_link l
@@ -127,7 +146,7 @@ COMMENT ON COLUMN convctx.session.linked_later IS
 
 -- The erasures, by stand-in: import_records refuses what an erasure deleted.
 CREATE INDEX IF NOT EXISTS audit_log_erasures ON convctx.audit_log (tenant_id, identity_id)
-    WHERE action = 'erase_identity';
+    WHERE action OPERATOR(pg_catalog.=) 'erase_identity';
 
 -- A chat request in two calls: begin_turn, then finalize_turn, each of
 -- which may name the tenant of the call.
@@ -190,7 +209,7 @@ GRANT EXECUTE ON FUNCTION
 DO $import_records$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc p
-                    WHERE p.oid OPERATOR(pg_catalog.=) 'convctx.import_records(text[], text, boolean, text, jsonb)'::pg_catalog.regprocedure
+                    WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure('convctx.import_records(text[], text, boolean, text, jsonb)')
                       AND 'skipped_why' OPERATOR(pg_catalog.=) ANY (p.proargnames)) THEN
         DROP FUNCTION convctx.import_records(text[], text, boolean, text, jsonb);
     END IF;

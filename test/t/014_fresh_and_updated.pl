@@ -101,6 +101,19 @@ foreach my $old ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.5.0-first')
 	drop_everything($name);
 }
 
+# A development form of 0.5.0 (before the trigger session_truncated) is
+# refused by the update, which changes nothing, rather than updated to a
+# catalog that differs from a fresh install.
+$node->safe_psql('postgres', 'CREATE DATABASE dev_form');
+$node->safe_psql('dev_form', q{CREATE EXTENSION convctx VERSION '0.5.0-first';
+	DROP TRIGGER session_truncated ON convctx.session});
+my ($rc, $out, $err) = $node->psql('dev_form', 'ALTER EXTENSION convctx UPDATE');
+like($err, qr/ERROR:  convctx 0\.5\.0 in this database is a development form that cannot be updated in place/,
+	'a development form of 0.5.0 is refused by the update');
+is($node->safe_psql('dev_form', q{SELECT extversion FROM pg_extension WHERE extname = 'convctx'}),
+	'0.5.0-first', 'and stays as it was');
+drop_everything('dev_form');
+
 # convctx_recall (where pgvector is installed): a fresh install of the
 # current version and each older one updated give the same catalog.
 SKIP:
