@@ -106,8 +106,8 @@ SELECT pg_catalog.pg_extension_config_dump('convctx_recall.model_model_no_seq', 
 -- The column has no dimensions, so that models of different dimensions
 -- share the table. A tenant with many embeddings of a model has its own
 -- HNSW index (index_tenants), partial on index_no, the number the tenant's
--- index has in tenant_index (so that the catalog, which every role reads,
--- names no tenant), and built on the embedding cast to the model's
+-- index has in tenant_index (random, so that the catalog, which every role
+-- reads, names no tenant and says nothing of their order), and built on the embedding cast to the model's
 -- dimensions, as pgvector's README shows for vectors of several sizes in
 -- one column: a search through it reads nothing of another tenant's, so
 -- that neither its results nor its time depend on another tenant's
@@ -137,21 +137,29 @@ COMMENT ON TABLE convctx_recall.turn_embedding IS
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.turn_embedding', '');
 
 -- The tenants that have their own index of a model: index
--- turn_embedding_<model_no>_<index_no>, over the rows of that index_no.
+-- turn_embedding_<model_no>_<index_no>, over the rows of that index_no, a
+-- random number. The index worker (src/recall_index.c) builds those that
+-- are pending; recall uses a tenant's index once it is ready (every row of
+-- the tenant marked with the number), else compares its rows one by one.
 CREATE TABLE convctx_recall.tenant_index (
     model_no    integer NOT NULL REFERENCES convctx_recall.model (model_no) ON DELETE CASCADE,
     tenant_id   text COLLATE "C" NOT NULL,
-    index_no    integer GENERATED ALWAYS AS IDENTITY,
+    index_no    integer NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp(),
+    ready       boolean NOT NULL DEFAULT false,
+    pending     boolean NOT NULL DEFAULT true,
+    requested_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    built_at    timestamptz,
+    last_error  text,
     CONSTRAINT tenant_index_pkey PRIMARY KEY (model_no, tenant_id),
-    CONSTRAINT tenant_index_no_key UNIQUE (index_no)
+    CONSTRAINT tenant_index_no_key UNIQUE (index_no),
+    CONSTRAINT tenant_index_no_check CHECK (index_no > 0)
 );
 
 COMMENT ON TABLE convctx_recall.tenant_index IS
-    'the tenants with an HNSW index of their own for a model (index_tenants): turn_embedding_<model_no>_<index_no>; the others are searched exactly';
+    'the tenants with an HNSW index of their own for a model (index_tenants): turn_embedding_<model_no>_<index_no>, index_no random; built by the index worker while pending, used by recall once ready; the others are searched exactly';
 
 SELECT pg_catalog.pg_extension_config_dump('convctx_recall.tenant_index', '');
-SELECT pg_catalog.pg_extension_config_dump('convctx_recall.tenant_index_index_no_seq', '');
 
 ------------------------------------------------------------------------------
 -- Functions
@@ -232,72 +240,22 @@ $$;
 COMMENT ON FUNCTION convctx_recall.add_model(text, integer, integer, integer) IS
     'register an embedding model with its dimensions and the HNSW settings (m, ef_construction, as pgvector takes them) of its tenants'' indexes; returns its number';
 
--- Build (again) a tenant's index: its rows marked with its number, a new
--- index built beside the old one, which is then dropped, so that the table
--- is locked exclusively only for the swap. pgvector's type and operator
--- class are named with pgvector's schema, which must be one that only a
--- superuser can change (as src/recall.c checks before every recall).
-CREATE FUNCTION convctx_recall.create_tenant_index(model_no integer, tenant_id text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r record;
-    vs text;
-    trusted boolean;
-    name text;
-BEGIN
-    SELECT x.dimensions, x.m, x.ef_construction, i.index_no INTO r
-      FROM convctx_recall.model x, convctx_recall.tenant_index i
-     WHERE x.model_no OPERATOR(pg_catalog.=) create_tenant_index.model_no
-       AND i.model_no OPERATOR(pg_catalog.=) x.model_no
-       AND i.tenant_id OPERATOR(pg_catalog.=) create_tenant_index.tenant_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'tenant has no index of model %', create_tenant_index.model_no
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    LOCK TABLE convctx_recall.turn_embedding IN SHARE MODE;
-    SELECT pg_catalog.quote_ident(n.nspname),
-           (CASE WHEN n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole
-                 THEN (SELECT a.rolsuper FROM pg_catalog.pg_database d, pg_catalog.pg_authid a
-                        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
-                          AND a.oid OPERATOR(pg_catalog.=) d.datdba)
-                 ELSE (SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) n.nspowner)
-                      OR n.nspowner OPERATOR(pg_catalog.=) (SELECT x.extowner FROM pg_catalog.pg_extension x
-                                                             WHERE x.extname OPERATOR(pg_catalog.=) 'convctx') END)
-           AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) c
-                            LEFT JOIN pg_catalog.pg_authid a ON a.oid OPERATOR(pg_catalog.=) c.grantee
-                           WHERE c.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
-                             AND c.grantee OPERATOR(pg_catalog.<>) n.nspowner
-                             AND NOT coalesce(a.rolsuper, false))
-      INTO vs, trusted
-      FROM pg_catalog.pg_extension e, pg_catalog.pg_namespace n
-     WHERE e.extname OPERATOR(pg_catalog.=) 'vector' AND n.oid OPERATOR(pg_catalog.=) e.extnamespace;
-    IF NOT coalesce(trusted, false) THEN
-        RAISE EXCEPTION 'the schema of extension "vector" can be changed by roles that are not superusers'
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Move pgvector to a schema that only a superuser owns and creates in: CREATE SCHEMA vectors; ALTER EXTENSION vector SET SCHEMA vectors;';
-    END IF;
-    UPDATE convctx_recall.turn_embedding e SET index_no = r.index_no
-     WHERE e.tenant_id OPERATOR(pg_catalog.=) create_tenant_index.tenant_id
-       AND e.model_no OPERATOR(pg_catalog.=) create_tenant_index.model_no
-       AND e.index_no IS DISTINCT FROM r.index_no;
-    name := pg_catalog.format('turn_embedding_%s_%s', create_tenant_index.model_no, r.index_no);
-    EXECUTE pg_catalog.format(
-        'CREATE INDEX %I ON convctx_recall.turn_embedding'
-        ' USING hnsw ((embedding::%s.vector(%s)) %s.vector_cosine_ops)'
-        ' WITH (m = %s, ef_construction = %s) WHERE index_no OPERATOR(pg_catalog.=) %s',
-        name || '_new', vs, r.dimensions, vs, r.m, r.ef_construction, r.index_no);
-    IF pg_catalog.to_regclass('convctx_recall.' OPERATOR(pg_catalog.||) name) IS NOT NULL THEN
-        EXECUTE pg_catalog.format('DROP INDEX convctx_recall.%I', name);
-    END IF;
-    EXECUTE pg_catalog.format('ALTER INDEX convctx_recall.%I RENAME TO %I', name || '_new', name);
-END
-$$;
+-- The tenants' indexes are built by a background worker of convctx's
+-- library (src/recall_index.c) that start_index_worker starts and that
+-- waits for the caller's transaction to end: as the extension's owner, it
+-- marks a pending tenant's rows with its number, builds the index with
+-- CREATE INDEX CONCURRENTLY beside the old one, drops the old one with
+-- DROP INDEX CONCURRENTLY and marks the entry ready. No store, redaction,
+-- erasure, purge or recall of another tenant waits for it; the tenant's
+-- own recall compares its rows one by one until the entry is ready.
+CREATE FUNCTION convctx_recall.start_index_worker()
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'convctx_recall_start_index_worker'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 
-COMMENT ON FUNCTION convctx_recall.create_tenant_index(integer, text) IS
-    'build (again) the HNSW index of a tenant listed in tenant_index; called by index_tenants and rebuild_index';
+COMMENT ON FUNCTION convctx_recall.start_index_worker() IS
+    'start the background worker that builds the pending tenant indexes once this transaction ends; false, with a warning, when no worker slot is free';
 
 CREATE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 10000)
 RETURNS integer
@@ -305,9 +263,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    nos integer[];
-    tenants text[];
-    i integer;
+    r record;
+    no integer;
+    made integer := 0;
 BEGIN
     IF index_tenants.model IS NOT NULL
        AND NOT EXISTS (SELECT FROM convctx_recall.model x WHERE x.model OPERATOR(pg_catalog.=) index_tenants.model) THEN
@@ -315,29 +273,38 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'Register it with convctx_recall.add_model(model, dimensions).';
     END IF;
-    -- read whole before the first index is built: no scan of the table may be open then
-    SELECT pg_catalog.array_agg(g.model_no ORDER BY g.model_no, g.tenant_id),
-           pg_catalog.array_agg(g.tenant_id ORDER BY g.model_no, g.tenant_id)
-      INTO nos, tenants
-      FROM (SELECT e.model_no, e.tenant_id
-              FROM convctx_recall.turn_embedding e, convctx_recall.model x
-             WHERE x.model_no OPERATOR(pg_catalog.=) e.model_no
-               AND (index_tenants.model IS NULL OR x.model OPERATOR(pg_catalog.=) index_tenants.model)
-               AND NOT EXISTS (SELECT FROM convctx_recall.tenant_index t
-                                WHERE t.model_no OPERATOR(pg_catalog.=) e.model_no
-                                  AND t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id)
-             GROUP BY e.model_no, e.tenant_id
-            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>=) index_tenants.min_embeddings) g;
-    FOR i IN 1 .. coalesce(pg_catalog.array_length(nos, 1), 0) LOOP
-        INSERT INTO convctx_recall.tenant_index (model_no, tenant_id) VALUES (nos[i], tenants[i]);
-        PERFORM convctx_recall.create_tenant_index(nos[i], tenants[i]);
+    FOR r IN SELECT e.model_no, e.tenant_id
+               FROM convctx_recall.turn_embedding e, convctx_recall.model x
+              WHERE x.model_no OPERATOR(pg_catalog.=) e.model_no
+                AND (index_tenants.model IS NULL OR x.model OPERATOR(pg_catalog.=) index_tenants.model)
+                AND NOT EXISTS (SELECT FROM convctx_recall.tenant_index t
+                                 WHERE t.model_no OPERATOR(pg_catalog.=) e.model_no
+                                   AND t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id)
+              GROUP BY e.model_no, e.tenant_id
+             HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>=) index_tenants.min_embeddings
+              ORDER BY pg_catalog.random()
+    LOOP
+        -- 31 random bits of a strong random UUID: a number that says nothing of the tenant
+        LOOP
+            no := ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.gen_random_uuid()::pg_catalog.text, 1, 8))::bit(32)::integer
+                  OPERATOR(pg_catalog.&) 2147483647;
+            EXIT WHEN no OPERATOR(pg_catalog.>) 0
+                  AND NOT EXISTS (SELECT FROM convctx_recall.tenant_index t WHERE t.index_no OPERATOR(pg_catalog.=) no);
+        END LOOP;
+        INSERT INTO convctx_recall.tenant_index (model_no, tenant_id, index_no) VALUES (r.model_no, r.tenant_id, no);
+        made := made OPERATOR(pg_catalog.+) 1;
     END LOOP;
-    RETURN coalesce(pg_catalog.array_length(nos, 1), 0);
+    -- listed again: what failed is tried again, its error forgotten
+    UPDATE convctx_recall.tenant_index t SET last_error = NULL WHERE t.pending AND t.last_error IS NOT NULL;
+    IF FOUND OR EXISTS (SELECT FROM convctx_recall.tenant_index t WHERE t.pending) THEN
+        PERFORM convctx_recall.start_index_worker();
+    END IF;
+    RETURN made;
 END
 $$;
 
 COMMENT ON FUNCTION convctx_recall.index_tenants(text, bigint) IS
-    'give every tenant with at least min_embeddings embeddings of the model (every model: NULL) an HNSW index of its own; returns how many were built; run it after a backfill, or from pg_cron';
+    'list every tenant with at least min_embeddings embeddings of the model (every model: NULL) for an HNSW index of its own, and start the worker that builds what is pending once this transaction ends; returns how many it listed; run it after a backfill, or from pg_cron';
 
 CREATE FUNCTION convctx_recall.rebuild_index(model text, m integer DEFAULT NULL,
                                              ef_construction integer DEFAULT NULL)
@@ -347,8 +314,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     no integer;
-    r record;
-    made integer := 0;
+    made integer;
 BEGIN
     UPDATE convctx_recall.model x
        SET m = coalesce(rebuild_index.m, x.m),
@@ -360,18 +326,20 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'Register it with convctx_recall.add_model(model, dimensions).';
     END IF;
-    FOR r IN SELECT i.tenant_id FROM convctx_recall.tenant_index i
-              WHERE i.model_no OPERATOR(pg_catalog.=) no ORDER BY i.tenant_id
-    LOOP
-        PERFORM convctx_recall.create_tenant_index(no, r.tenant_id);
-        made := made OPERATOR(pg_catalog.+) 1;
-    END LOOP;
+    UPDATE convctx_recall.tenant_index i SET pending = true, requested_at = pg_catalog.clock_timestamp()
+     WHERE i.model_no OPERATOR(pg_catalog.=) no;
+    GET DIAGNOSTICS made = ROW_COUNT;
+    -- listed again: what failed is tried again, its error forgotten
+    UPDATE convctx_recall.tenant_index t SET last_error = NULL WHERE t.pending AND t.last_error IS NOT NULL;
+    IF FOUND OR EXISTS (SELECT FROM convctx_recall.tenant_index t WHERE t.pending) THEN
+        PERFORM convctx_recall.start_index_worker();
+    END IF;
     RETURN made;
 END
 $$;
 
 COMMENT ON FUNCTION convctx_recall.rebuild_index(text, integer, integer) IS
-    'build the tenants'' HNSW indexes of a model again from the stored embeddings, with new settings when given; returns how many';
+    'mark the tenants'' HNSW indexes of a model to be built again from the stored embeddings, with new settings when given, and start the worker that builds them once this transaction ends; returns how many';
 
 CREATE FUNCTION convctx_recall.drop_model(model text)
 RETURNS bigint
@@ -382,6 +350,7 @@ DECLARE
     no integer;
     r record;
     n bigint;
+    name text;
 BEGIN
     SELECT x.model_no INTO no FROM convctx_recall.model x
      WHERE x.model OPERATOR(pg_catalog.=) drop_model.model;
@@ -390,9 +359,12 @@ BEGIN
     END IF;
     FOR r IN SELECT i.index_no FROM convctx_recall.tenant_index i WHERE i.model_no OPERATOR(pg_catalog.=) no
     LOOP
-        IF pg_catalog.to_regclass(pg_catalog.format('convctx_recall.turn_embedding_%s_%s', no, r.index_no)) IS NOT NULL THEN
-            EXECUTE pg_catalog.format('DROP INDEX convctx_recall.turn_embedding_%s_%s', no, r.index_no);
-        END IF;
+        FOREACH name IN ARRAY ARRAY[pg_catalog.format('turn_embedding_%s_%s', no, r.index_no),
+                                    pg_catalog.format('turn_embedding_%s_%s_new', no, r.index_no)] LOOP
+            IF pg_catalog.to_regclass('convctx_recall.' OPERATOR(pg_catalog.||) name) IS NOT NULL THEN
+                EXECUTE pg_catalog.format('DROP INDEX convctx_recall.%I', name);
+            END IF;
+        END LOOP;
     END LOOP;
     DELETE FROM convctx_recall.turn_embedding e WHERE e.model_no OPERATOR(pg_catalog.=) no;
     GET DIAGNOSTICS n = ROW_COUNT;

@@ -384,7 +384,8 @@ RecallCheck(const char *function)
 
 /*
  * A model's number and dimensions, and the number of the tenant's own
- * index of it (index_tenants; 0 when tenant is NULL or has none); 42704
+ * index of it (index_tenants; 0 when tenant is NULL or has none ready:
+ * its rows not all marked yet, src/recall_index.c); 42704
  * when the model is not registered, or false with missing_ok. SPI
  * connected.
  */
@@ -401,7 +402,7 @@ ModelLookup(text *model, text *tenant, int32 *model_no, int32 *dims, int32 *inde
 						   "SELECT m.model_no, m.dimensions,"
 						   "       (SELECT i.index_no FROM convctx_recall.tenant_index i"
 						   "         WHERE i.model_no OPERATOR(pg_catalog.=) m.model_no"
-						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $2)"
+						   "           AND i.tenant_id OPERATOR(pg_catalog.=) $2 AND i.ready)"
 						   "  FROM convctx_recall.model m WHERE m.model OPERATOR(pg_catalog.=) $1",
 						   2, argtypes),
 			   values, nulls, true, 1, SPI_OK_SELECT);

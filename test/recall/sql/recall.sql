@@ -3,6 +3,18 @@
 \i test/helpers.sql
 SET convctx.tenant = 'acme';
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
+-- The index worker builds once the call that listed the builds commits; wait for it,
+-- committing between looks (CREATE INDEX CONCURRENTLY waits for older transactions).
+CREATE PROCEDURE pg_temp.wait_indexes() LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. 1200 LOOP
+        COMMIT;
+        EXIT WHEN NOT EXISTS (SELECT FROM convctx_recall.tenant_index t
+                               WHERE t.pending AND t.last_error IS NULL);
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;
 
 ------------------------------------------------------------------------------
 -- Installing: pgvector is required, and its schema must be a superuser's
@@ -75,21 +87,34 @@ SELECT convctx_recall.store_embedding('s-a', (SELECT id FROM ids WHERE name = 'a
 SELECT count(*) FROM convctx_recall.turn_embedding;
 -- exact while the tenant has no index of its own, then through it: the same rows
 CREATE TEMP TABLE exact AS SELECT * FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
+-- listed, not built (the worker waits for this transaction): recall stays exact until the
+-- worker marked every row
+BEGIN;
 SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
 SELECT convctx_recall.index_tenants('m3', min_embeddings => 3);
-SELECT i.tenant_id, pg_get_indexdef(format('convctx_recall.turn_embedding_%s_%s', i.model_no, i.index_no)::regclass)
+SELECT tenant_id, ready, pending FROM convctx_recall.tenant_index;
+SELECT count(*) AS same_rows_while_listed FROM exact x JOIN convctx_recall.recall('[1,0.05,0]', 'm3', 3) r
+    ON r.turn_id = x.turn_id AND r.distance = x.distance;
+COMMIT;
+CALL pg_temp.wait_indexes();
+SELECT tenant_id, ready, pending, built_at IS NOT NULL AS built, last_error FROM convctx_recall.tenant_index;
+SELECT format('turn_embedding_%s_%s', model_no, index_no) AS acme_index, index_no AS acme_no
+  FROM convctx_recall.tenant_index WHERE tenant_id = 'acme' \gset
+SELECT i.tenant_id, replace(pg_get_indexdef(format('convctx_recall.turn_embedding_%s_%s', i.model_no, i.index_no)::regclass),
+                            i.index_no::text, 'N')
   FROM convctx_recall.tenant_index i;
+SELECT count(*) AS rows_marked FROM convctx_recall.turn_embedding WHERE index_no = :acme_no;
 -- the catalog, which every role reads, names no tenant
 SELECT count(*) AS naming_a_tenant FROM pg_indexes WHERE indexdef LIKE '%acme%';
 SELECT pg_temp.try($$SELECT convctx_recall.index_tenants('nope')$$);
 SET stats_fetch_consistency = none;
 SELECT pg_stat_force_next_flush();
-CREATE TEMP TABLE scans AS SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'turn_embedding_1_1';
+CREATE TEMP TABLE scans AS SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :'acme_index';
 SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
   FROM convctx_recall.recall('[1,0.05,0]', 'm3', 3);
 SELECT pg_stat_force_next_flush();
 SELECT s.idx_scan > (SELECT idx_scan FROM scans) AS through_the_tenants_index
-  FROM pg_stat_user_indexes s WHERE indexrelname = 'turn_embedding_1_1';
+  FROM pg_stat_user_indexes s WHERE indexrelname = :'acme_index';
 SELECT count(*) AS same_rows FROM exact x JOIN convctx_recall.recall('[1,0.05,0]', 'm3', 3) r
     ON r.turn_id = x.turn_id AND r.distance = x.distance;
 SELECT round(distance::numeric, 4) AS distance, session_id, turn_no, question_neutral
@@ -190,7 +215,7 @@ SELECT pg_temp.try($$SELECT convctx_recall.add_model('mine', 3)$$);
 SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
 SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('m3')$$);
 SELECT pg_temp.try($$SELECT convctx_recall.index_tenants()$$);
-SELECT pg_temp.try($$SELECT convctx_recall.create_tenant_index(1, 'globex')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.start_index_worker()$$);
 -- its tenant only: naming another is refused
 SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
@@ -202,7 +227,7 @@ SET ROLE recall_admin;
 SELECT session_id, turn_no FROM convctx_recall.recall('[1,0,0]', 'm3', 2);
 SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.tenant_index$$);
 SELECT pg_temp.try($$SELECT convctx_recall.index_tenants('m3', 1)$$);
-SELECT pg_temp.try($$SELECT convctx_recall.create_tenant_index(1, 'globex')$$);
+SELECT pg_temp.try($$SELECT convctx_recall.start_index_worker()$$);
 SELECT pg_temp.try($$SELECT convctx_recall.drop_model('m3')$$);
 SET convctx.tenant = 'globex';
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3', 10, session_id => 's-a')$$);
@@ -368,13 +393,43 @@ SELECT tenant_id, session_id, count(*) FROM convctx_recall.turn_embedding GROUP 
 ------------------------------------------------------------------------------
 SET convctx.tenant = 'globex';
 SELECT convctx_recall.rebuild_index('m3', 8, 32);
-SELECT pg_get_indexdef('convctx_recall.turn_embedding_1_1'::regclass);
+CALL pg_temp.wait_indexes();
+SELECT replace(pg_get_indexdef(('convctx_recall.' || :'acme_index')::regclass), :'acme_no', 'N');
+SELECT ready, pending, last_error FROM convctx_recall.tenant_index;
 SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
 CREATE SCHEMA vectors;
 ALTER EXTENSION vector SET SCHEMA vectors;
 SELECT session_id, question_neutral FROM convctx_recall.recall('[1,0,0]', 'm3', 10);
 SELECT convctx_recall.rebuild_index('m3');
-SELECT pg_get_indexdef('convctx_recall.turn_embedding_1_1'::regclass);
+CALL pg_temp.wait_indexes();
+SELECT replace(pg_get_indexdef(('convctx_recall.' || :'acme_index')::regclass), :'acme_no', 'N');
+-- the worker acts as the owner with search_path pinned: a database's search_path and what
+-- is planted there are not used; pgvector's schema must still be a superuser's
+ALTER DATABASE :"DBNAME" SET search_path = recall_app_schema, public;
+SET ROLE recall_app;
+CREATE FUNCTION recall_app_schema.random() RETURNS float8 LANGUAGE sql
+    AS $$ INSERT INTO recall_app_schema.calls VALUES ('random') RETURNING 0.5::float8 $$;
+CREATE FUNCTION recall_app_schema.format(text, integer, integer) RETURNS text LANGUAGE sql
+    AS $$ INSERT INTO recall_app_schema.calls VALUES ('format') RETURNING 'x' $$;
+CREATE FUNCTION recall_app_schema.int4eq(integer, integer) RETURNS boolean LANGUAGE sql
+    AS $$ INSERT INTO recall_app_schema.calls VALUES ('=') RETURNING true $$;
+CREATE OPERATOR recall_app_schema.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = recall_app_schema.int4eq);
+RESET ROLE;
+TRUNCATE recall_app_schema.calls;
+SELECT convctx_recall.rebuild_index('m3');
+CALL pg_temp.wait_indexes();
+SELECT ready, pending, last_error FROM convctx_recall.tenant_index;
+SELECT count(*) AS planted_calls FROM recall_app_schema.calls;
+GRANT CREATE ON SCHEMA vectors TO recall_app;
+SELECT convctx_recall.rebuild_index('m3');
+CALL pg_temp.wait_indexes();
+SELECT ready, pending, last_error FROM convctx_recall.tenant_index;
+REVOKE CREATE ON SCHEMA vectors FROM recall_app;
+-- a later run builds what failed
+SELECT convctx_recall.index_tenants('m3');
+CALL pg_temp.wait_indexes();
+SELECT ready, pending, last_error FROM convctx_recall.tenant_index;
+ALTER DATABASE :"DBNAME" RESET search_path;
 SELECT pg_temp.try($$SELECT convctx_recall.rebuild_index('nope')$$);
 SELECT convctx_recall.drop_model('m3');
 SELECT pg_temp.try($$SELECT * FROM convctx_recall.recall('[1,0,0]', 'm3')$$);
@@ -406,12 +461,46 @@ SELECT count(*) FROM generate_series(1, 70) i,
                 UNION ALL SELECT turn_id FROM convctx_recall.answered_before('[1,2,3]', 'mem' || i, 0)) r;
 SELECT * FROM recall_plans;
 SELECT convctx_recall.index_tenants(min_embeddings => 2);
+CALL pg_temp.wait_indexes();
 SELECT count(*) FROM generate_series(1, 70) i, convctx_recall.recall('[1,2,3]', 'mem' || i, 5) r;
 SELECT * FROM recall_plans;
 SELECT sum(convctx_recall.drop_model('mem' || i)) FROM generate_series(1, 70) i;
 SELECT count(*) FROM convctx_recall.recall('[1,2]', 'other', 5);
 SELECT * FROM recall_plans;
 SET convctx.tenant = 'globex';
+-- What a login role with no convctx membership reads of the tenants' indexes: their
+-- names, sizes and counters, but nothing that says which tenant: the numbers are random,
+-- the indexes of a run are built in a random order (their OIDs), tenant_index is closed
+DO $$
+BEGIN
+    FOR i IN 1 .. 30 LOOP
+        PERFORM set_config('convctx.tenant', 'order_' || lpad(i::text, 2, '0'), true);
+        PERFORM convctx_recall.store_embedding('s', (convctx.begin_turn('s', 'r' || j, 'q', 1)).turn_id,
+                                               'other', ('[1,' || j || ']')::vectors.vector)
+           FROM generate_series(1, 2) j;
+    END LOOP;
+END
+$$;
+SELECT convctx_recall.index_tenants('other', 2);
+CALL pg_temp.wait_indexes();
+SELECT count(*) FILTER (WHERE ready) AS ready, count(*) AS listed FROM convctx_recall.tenant_index
+ WHERE tenant_id LIKE 'order\_%';
+SELECT array_agg(i.index_no ORDER BY i.tenant_id) = array_agg(i.index_no ORDER BY i.index_no) AS numbers_in_tenant_order,
+       array_agg(c.oid ORDER BY i.tenant_id) = array_agg(c.oid ORDER BY c.oid) AS built_in_tenant_order
+  FROM convctx_recall.tenant_index i
+  JOIN pg_class c ON c.relname = format('turn_embedding_%s_%s', i.model_no, i.index_no)
+ WHERE i.tenant_id LIKE 'order\_%';
+CREATE ROLE recall_outsider LOGIN;
+SET ROLE recall_outsider;
+SELECT count(*) >= 30 AS indexes_seen, bool_and(pg_relation_size(c.oid) > 0) AS sizes_seen
+  FROM pg_class c WHERE c.relname ~ '^turn_embedding_[0-9]+_[0-9]+$';
+SELECT count(*) >= 30 AS counters_seen FROM pg_stat_all_indexes WHERE indexrelname ~ '^turn_embedding_[0-9]+_[0-9]+$';
+SELECT count(*) AS naming_a_tenant FROM pg_indexes WHERE schemaname = 'convctx_recall' AND indexdef LIKE '%order\_%';
+SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.tenant_index$$);
+SELECT pg_temp.try($$SELECT count(*) FROM convctx_recall.turn_embedding$$);
+SELECT pg_temp.try($$SELECT convctx_recall.start_index_worker()$$);
+RESET ROLE;
+DROP ROLE recall_outsider;
 -- \df+ says what each function does
 SELECT p.proname, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.pronamespace = 'convctx_recall'::regnamespace ORDER BY 1;
