@@ -208,9 +208,6 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION convctx_recall.drop_model(text) IS
-    'delete a model, its embeddings and its tenants'' indexes;
-
 REVOKE ALL ON FUNCTION convctx_recall.start_index_worker() FROM PUBLIC;
 
 SELECT convctx_recall.start_index_worker()
