@@ -45,7 +45,9 @@ run_suite() {
               bash test/bench/unanalyzed/run.sh &&
           if [ -n "$RECALL" ]; then
               CONVCTX_BENCH_TURNS=20000 CONVCTX_BENCH_DIMS=32 CONVCTX_BENCH_MIN_EMBEDDINGS=1000 \
-              CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 bash test/bench/recall/run.sh
+              CONVCTX_BENCH_ROUNDS=1 CONVCTX_BENCH_SECONDS=1 bash test/bench/recall/run.sh &&
+              CONVCTX_BENCH_BIG=5000 CONVCTX_BENCH_DIMS=16 CONVCTX_BENCH_SECONDS=2 \
+              bash test/bench/recall_upkeep/run.sh
           fi; } 2>&1 | tee "$log"
     else
         make -s installcheck with_llvm=no "$@" 2>&1 | tee "$log"
@@ -64,8 +66,8 @@ run_suite() {
         ok=${ok:-0}; bad=${bad:-0}
     elif [ "$name" = benchmarks ]; then
         # browser: eight targets, storage: one, unanalyzed: three, recall (with
-        # pgvector): twelve, each PASS or MISS
-        want=12; [ -n "$RECALL" ] && want=24
+        # pgvector): twelve, recall_upkeep: four, each PASS or MISS
+        want=12; [ -n "$RECALL" ] && want=28
         if [ "$(grep -cE ' (PASS|MISS)$' "$log")" -eq "$want" ]; then ok=1; bad=0; else ok=0; bad=1; fi
     elif [ "$name" = tap ]; then
         ok=$(grep -cE '^[[:space:]]*ok [0-9]+' "$log" || true)

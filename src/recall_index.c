@@ -450,6 +450,9 @@ WorkerStart(IndexWorkerArgs *args)
 							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 	(void) set_config_option("lock_timeout", "0", PGC_SUSET,
 							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	/* beside the table, wherever the database's settings would put it */
+	(void) set_config_option("default_tablespace", "", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 	if (TransactionIdIsValid(args->caller_xid))
 		XactLockTableWait(args->caller_xid, NULL, NULL, XLTW_None);
 	if (!ExtensionLookup("convctx_recall", &nsp, &owner, &version) ||

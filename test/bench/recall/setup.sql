@@ -72,6 +72,19 @@ INSERT INTO bench.bare (id, tenant_id, embedding) SELECT turn_id, tenant_id, emb
 \timing on
 CREATE INDEX bare_hnsw ON bench.bare USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64);
 SELECT convctx_recall.index_tenants('bench', :min_embeddings) AS tenant_indexes;
+-- the index worker builds them once that call committed: wait, committing between looks
+CREATE PROCEDURE bench.wait_indexes() LANGUAGE plpgsql AS $$
+BEGIN
+    LOOP
+        COMMIT;
+        EXIT WHEN NOT EXISTS (SELECT FROM convctx_recall.tenant_index WHERE pending AND last_error IS NULL);
+        PERFORM pg_sleep(0.2);
+    END LOOP;
+    IF EXISTS (SELECT FROM convctx_recall.tenant_index WHERE NOT ready) THEN
+        RAISE EXCEPTION 'the index worker did not build every tenant index';
+    END IF;
+END $$;
+CALL bench.wait_indexes();
 \timing off
 GRANT SELECT, INSERT ON bench.bare TO bench_app;
 VACUUM ANALYZE bench.bare;
