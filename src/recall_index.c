@@ -33,6 +33,9 @@
  * recall takes or waits for, and ACCESS EXCLUSIVE only on the index being
  * dropped, once no transaction can use it any more.
  *
+ * The worker runs at a lower CPU priority than the backends (nice 10): a
+ * build takes a core for minutes, and the tenants' calls go first.
+ *
  * Recall goes through a tenant's index only once its entry is ready (the
  * rows all marked); until then it compares the tenant's embeddings one by
  * one, which is exact. A failed build leaves the entry pending with its
@@ -50,6 +53,10 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#ifndef WIN32
+#include <sys/resource.h>
+#endif
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -78,6 +85,9 @@
 /* The session lock that lets one index worker per database run. */
 #define INDEX_WORKER_KEY 0x636f6e76 /* "conv" */
 #define INDEX_WORKER_FIELD4 0x6369	/* neither worker.c's nor pg_advisory_lock's */
+
+/* The worker's CPU priority (nice), below the backends'. */
+#define INDEX_WORKER_NICE 10
 
 /* What the caller passes in bgw_extra. */
 typedef struct IndexWorkerArgs
@@ -184,7 +194,6 @@ RunSql(const char *sql, int nargs, Oid *argtypes, Datum *values, int expect)
 static void
 RunTopLevel(const char *sql)
 {
-	MemoryContext old;
 	List	   *raw;
 	RawStmt    *parsetree;
 	List	   *querytrees,
@@ -197,7 +206,7 @@ RunTopLevel(const char *sql)
 	StartTransactionCommand();
 	pgstat_report_activity(STATE_RUNNING, sql);
 	/* what the statement keeps must outlive the transactions it commits */
-	old = MemoryContextSwitchTo(build_context);
+	MemoryContextSwitchTo(build_context);
 	raw = pg_parse_query(sql);
 	if (list_length(raw) != 1)
 		elog(ERROR, "convctx_recall index worker: one statement expected");
@@ -211,7 +220,8 @@ RunTopLevel(const char *sql)
 	dest = CreateDestReceiver(DestNone);
 	(void) PortalRun(portal, FETCH_ALL, true, true, dest, dest, &qc);
 	PortalDrop(portal, false);
-	MemoryContextSwitchTo(old);
+	/* not old: a CONCURRENTLY statement committed that transaction */
+	MemoryContextSwitchTo(TopTransactionContext);
 	CommitTransactionCommand();
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -313,6 +323,8 @@ static void
 BuildOne(PendingBuild *b)
 {
 	char	   *create;
+	char	   *drop_new,
+			   *drop_old;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -320,11 +332,15 @@ BuildOne(PendingBuild *b)
 	CommitTransactionCommand();
 	if (create == NULL)
 		return;
-	RunTopLevel(psprintf("DROP INDEX CONCURRENTLY IF EXISTS convctx_recall.turn_embedding_%d_%d_new",
-						 b->model_no, b->index_no));
+	/* freed with build_context after the build */
+	MemoryContextSwitchTo(build_context);
+	drop_new = psprintf("DROP INDEX CONCURRENTLY IF EXISTS convctx_recall.turn_embedding_%d_%d_new",
+						b->model_no, b->index_no);
+	drop_old = psprintf("DROP INDEX CONCURRENTLY IF EXISTS convctx_recall.turn_embedding_%d_%d",
+						b->model_no, b->index_no);
+	RunTopLevel(drop_new);
 	RunTopLevel(create);
-	RunTopLevel(psprintf("DROP INDEX CONCURRENTLY IF EXISTS convctx_recall.turn_embedding_%d_%d",
-						 b->model_no, b->index_no));
+	RunTopLevel(drop_old);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	BuildFinish(b);
@@ -480,6 +496,10 @@ convctx_recall_index_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(args.database, InvalidOid, 0);
+#ifndef WIN32
+	/* upkeep: on a busy machine, the tenants' own calls go first */
+	(void) setpriority(PRIO_PROCESS, 0, INDEX_WORKER_NICE);
+#endif
 	build_context = AllocSetContextCreate(TopMemoryContext, "convctx_recall index worker",
 										  ALLOCSET_DEFAULT_SIZES);
 
