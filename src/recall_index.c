@@ -172,7 +172,10 @@ WorkerLock(bool take)
 	return LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_OK;
 }
 
-/* Run a statement with SPI, in a transaction of its own unless one is open. */
+/*
+ * Run a statement with SPI in the open transaction; SPI stays connected
+ * for the caller to read the result, and to finish.
+ */
 static void
 RunSql(const char *sql, int nargs, Oid *argtypes, Datum *values, int expect)
 {
