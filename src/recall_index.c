@@ -493,7 +493,7 @@ convctx_recall_index_worker_main(Datum main_arg)
 {
 	IndexWorkerArgs args;
 	Oid			owner;
-	List	   *failed = NIL;
+	List	   *volatile failed = NIL;
 
 	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
 	pqsignal(SIGTERM, die);
