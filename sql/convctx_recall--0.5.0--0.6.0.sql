@@ -4,6 +4,38 @@
 \echo Use "ALTER EXTENSION convctx_recall UPDATE TO '0.6.0'" to load this file. \quit
 
 ------------------------------------------------------------------------------
+-- Development forms of 0.5.0
+------------------------------------------------------------------------------
+
+-- Forms of 0.5.0 from before the tenants' indexes were numbered
+-- (turn_embedding.index_no) were development states that main never held
+-- at a landing: refused before anything changes.
+DO $development_forms$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid OPERATOR(pg_catalog.=) 'convctx_recall.turn_embedding'::pg_catalog.regclass
+                      AND a.attname OPERATOR(pg_catalog.=) 'index_no' AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'convctx_recall 0.5.0 in this database is a development form that cannot be updated in place'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its table turn_embedding has no column index_no: the form of 0.5.0 it was installed from came before the first one that was released.',
+                  HINT = 'DROP EXTENSION convctx_recall, then CREATE EXTENSION convctx_recall and add_model again: embeddings are derived from the turns, and unembedded_turns lists them for the embedder to store again.';
+    END IF;
+END
+$development_forms$;
+
+------------------------------------------------------------------------------
+-- Embeddings without a cosine distance
+------------------------------------------------------------------------------
+
+-- store_embedding and the import refuse an embedding whose cosine distance
+-- is not a number (norm zero, or too large for a float4): one stored
+-- before is never found by a tenant's index and sorts last in an exact
+-- search. It is deleted, so that its turn is on the embedder's work list
+-- again (unembedded_turns).
+DELETE FROM convctx_recall.turn_embedding e
+ WHERE cosine_distance(e.embedding, e.embedding) OPERATOR(pg_catalog.=) 'NaN'::pg_catalog.float8;
+
+------------------------------------------------------------------------------
 -- Old versions keep no embedding
 ------------------------------------------------------------------------------
 
@@ -92,7 +124,7 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx_recall.start_index_worker() IS
     'start the background worker that builds the pending tenant indexes once this transaction ends; false, with a warning, when no worker slot is free';
 
-CREATE OR REPLACE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 10000)
+CREATE OR REPLACE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 1000)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp

@@ -257,7 +257,7 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION convctx_recall.start_index_worker() IS
     'start the background worker that builds the pending tenant indexes once this transaction ends; false, with a warning, when no worker slot is free';
 
-CREATE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 10000)
+CREATE FUNCTION convctx_recall.index_tenants(model text DEFAULT NULL, min_embeddings bigint DEFAULT 1000)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp

@@ -35,11 +35,18 @@ $node->safe_psql('updated', q{
     INSERT INTO convctx_recall.turn_embedding (tenant_id, session_id, turn_id, model_no, embedding)
     SELECT tenant_id, session_id, turn_id, 1, ('[1,' || substr(session_id, 2) || ',1]')::vector FROM convctx.turn;
     SELECT convctx_recall.index_tenants('m3', 10);
+    -- 0.5.0 stored embeddings without a cosine distance: one of a third tenant
+    SET convctx.tenant = 'initech';
+    SELECT count(convctx.begin_turn('z', 'r', 'q', 1));
+    INSERT INTO convctx_recall.turn_embedding (tenant_id, session_id, turn_id, model_no, embedding)
+    SELECT tenant_id, session_id, turn_id, 1, '[0,0,0]'::vector FROM convctx.turn WHERE tenant_id = 'initech';
 });
 is($node->safe_psql('updated',
         q{SELECT string_agg(tenant_id || ' ' || index_no, ', ' ORDER BY tenant_id) FROM convctx_recall.tenant_index}),
     'acme 1, globex 2', '0.5.0 numbered the indexes in tenant order');
 
+is($node->safe_psql('updated', q{SELECT count(*) FROM convctx_recall.turn_embedding}), '43',
+    '0.5.0 holds 42 embeddings and one of zeros');
 my $recall = q{SET convctx.tenant = 'acme';
     SELECT string_agg(session_id, ' ' ORDER BY distance, session_id) FROM convctx_recall.recall('[1,7.2,1]', 'm3', 5)};
 $node->safe_psql('updated', 'ALTER EXTENSION convctx_recall UPDATE');
@@ -61,6 +68,24 @@ is($node->safe_psql('updated', q{
     SELECT count(*) FROM convctx_recall.turn_embedding e JOIN convctx_recall.tenant_index i
         ON i.tenant_id = e.tenant_id AND i.model_no = e.model_no AND i.index_no = e.index_no}),
     '42', 'every row is marked with its tenant\'s new number');
+
+is($node->safe_psql('updated', q{SELECT count(*) FROM convctx_recall.turn_embedding WHERE tenant_id = 'initech'}),
+    '0', 'the update deleted the embedding without a cosine distance');
+is($node->safe_psql('updated', q{SET convctx.tenant = 'initech';
+    SELECT count(*) FROM convctx_recall.unembedded_turns('m3')}),
+    '1', 'and its turn is on the work list again');
+
+# a development form of 0.5.0, before the tenants' indexes were numbered,
+# is refused by the update, which changes nothing
+$node->safe_psql('postgres', 'CREATE DATABASE dev_form');
+$node->safe_psql('dev_form', q{CREATE EXTENSION convctx; CREATE EXTENSION vector;
+    CREATE EXTENSION convctx_recall VERSION '0.5.0';
+    ALTER TABLE convctx_recall.turn_embedding DROP COLUMN index_no});
+my ($rc, $out, $err) = $node->psql('dev_form', 'ALTER EXTENSION convctx_recall UPDATE');
+like($err, qr/ERROR:  convctx_recall 0\.5\.0 in this database is a development form that cannot be updated in place/,
+    'a development form of convctx_recall 0.5.0 is refused by the update');
+is($node->safe_psql('dev_form', q{SELECT extversion FROM pg_extension WHERE extname = 'convctx_recall'}),
+    '0.5.0', 'and stays as it was');
 
 my $catalog_state = slurp_file('test/catalog_state.sql');
 sub catalog
