@@ -400,6 +400,13 @@ SELECT convctx.set_session_title('ti', 'Title set in copy');
 SELECT * FROM pg_temp.import_one();
 RESET ROLE;
 SELECT title FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 'ti';
+-- a file whose session has no title gives none: the record is already there
+UPDATE pg_temp.one SET line = jsonb_set(line::jsonb, '{title}', 'null')::text
+ WHERE line::jsonb ->> 'type' = 'session';
+SET ROLE import_copy;
+SELECT * FROM pg_temp.import_one() WHERE record_type = 'session';
+RESET ROLE;
+SELECT title FROM convctx.session WHERE tenant_id = 'copy' AND session_id = 'ti';
 
 -- A title removed here by a redaction does not come back from a file: tr
 -- has a title in acme when exported; copy redacts a turn, which removes the

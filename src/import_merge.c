@@ -519,7 +519,7 @@ RedactedSinceFile(SessionGroup *g, TurnRow *db, int ndb, int64 file_redactions)
 
 /*
  * What a merge does with the file's title: TITLE_SAME (the session has
- * it), TURN_INSERT (takes it: the session has none here, and no redaction
+ * it, or the file has none), TURN_INSERT (takes it: the session has none here, and no redaction
  * here could have removed it), or why not: SKIP_OTHER_TITLE (the session
  * has a title of its own here, kept: an import never replaces or removes
  * one), SKIP_REDACTED (a redaction here since may have removed it).
@@ -527,7 +527,8 @@ RedactedSinceFile(SessionGroup *g, TurnRow *db, int ndb, int64 file_redactions)
 static int
 MergeTitleAction(SessionGroup *g, TurnRow *db, int ndb, int64 file_redactions)
 {
-	if (TextEqual(g->stored_title, g->title))
+	/* a file without a title has none to give: nothing to take or keep */
+	if (g->title == NULL || TextEqual(g->stored_title, g->title))
 		return TITLE_SAME;
 	if (g->stored_title != NULL)
 		return SKIP_OTHER_TITLE;
