@@ -272,8 +272,10 @@ KeyStatsHook(PlannerInfo *root, RangeTblEntry *rte, AttrNumber attnum,
 	nsp = get_rel_namespace(rte->relid);
 	if (nsp != convctx_namespace)
 	{
+		/* the schema of extension convctx_recall, which it must own */
 		nspname = get_namespace_name(nsp);
-		if (nspname == NULL || strcmp(nspname, "convctx_recall") != 0)
+		if (nspname == NULL || strcmp(nspname, "convctx_recall") != 0 ||
+			!OidIsValid(get_extension_oid("convctx_recall", true)))
 			return false;
 	}
 	/* analyzed: its own statistics */
