@@ -68,6 +68,28 @@ SELECT pg_stat_force_next_flush();
 SELECT reads_since() AS erase_identity_reads \gset
 SELECT :erase_identity_reads < 200 AS erase_identity_bounded;
 
+-- Exact recall (no tenant has an index of its own) takes the nearest
+-- embeddings first and then reads their turns: a few turn rows for k = 5,
+-- not one for every embedding of the session, or of the tenant, as a join
+-- of every candidate to its turn reads.
+CREATE TABLE turn_reads_seen (n bigint);
+INSERT INTO turn_reads_seen VALUES (0);
+CREATE FUNCTION turn_reads_since() RETURNS bigint LANGUAGE sql AS $$
+    UPDATE turn_reads_seen SET n = (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes
+                                     WHERE schemaname = 'convctx' AND relname = 'turn')
+                                 + (SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_user_tables
+                                     WHERE schemaname = 'convctx' AND relname = 'turn')
+    RETURNING n - (SELECT n FROM turn_reads_seen)
+$$;
+SELECT pg_stat_force_next_flush();
+SELECT turn_reads_since() >= 0 AS started;
+SELECT count(*) FROM convctx_recall.recall('[1,0,0]', 'm3', 5, session_id => 'big');
+SELECT pg_stat_force_next_flush();
+SELECT turn_reads_since() < 100 AS session_recall_reads_few_turns;
+SELECT count(*) FROM convctx_recall.recall('[1,0,0]', 'm3', 5);
+SELECT pg_stat_force_next_flush();
+SELECT turn_reads_since() < 100 AS tenant_recall_reads_few_turns;
+
 -- what they deleted
 SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id = 'big';
 SELECT count(*) FROM convctx_recall.turn_embedding WHERE session_id LIKE 'small-%';
