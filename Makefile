@@ -4,7 +4,7 @@ EXTENSION    = convctx convctx_recall
 EXTVERSION   = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" convctx.control)
 
 MODULE_big   = convctx
-OBJS         = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+OBJS         = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA         = $(sort $(wildcard sql/convctx--*.sql sql/convctx_recall--*.sql))
 PG_CPPFLAGS  = -I$(srcdir)/src -DCONVCTX_VERSION=\"$(EXTVERSION)\"
 

@@ -6,8 +6,8 @@
 #
 # The map: one entry a line, names first, then two or more spaces and the
 # description. Names are separated by ", "; a name without a slash is in
-# the folder of the name before it ("src/turns.c, turns.h"), a name that
-# starts with a dot has the stem of the one before it ("src/idmap.c, .h");
+# the folder of the name before it ("src/turns/turns.c, turns.h"), a name that
+# starts with a dot has the stem of the one before it ("src/core/idmap.c, .h");
 # a trailing slash marks a folder.
 #
 # What must be named, each by its own path:

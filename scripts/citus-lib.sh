@@ -255,7 +255,7 @@ citus_start_nodes() {
             -A trust --no-sync >/dev/null
         # synchronous_commit stays on: with it off, a coordinator crash has lost
         # a committed ALTER TABLE that the workers had kept. convctx is preloaded
-        # after citus, as convctx.distribute() requires (src/citus.c).
+        # after citus, as convctx.distribute() requires (src/citus/citus.c).
         cat >> "$WORK/n$n/postgresql.conf" <<EOF
 port = ${PORTS[$n]}
 listen_addresses = '127.0.0.1'

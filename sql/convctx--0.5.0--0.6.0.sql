@@ -94,7 +94,7 @@ BEGIN
          WHERE m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND m.session_id OPERATOR(pg_catalog.=) ANY (erased);
         DELETE FROM convctx.conversation_context c
          WHERE c.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND c.conversation_id OPERATOR(pg_catalog.=) ANY (erased);
-        -- as ERASE_AUDIT_SQL (src/lifecycle.c), for the rows up to the erasure
+        -- as ERASE_AUDIT_SQL (src/lifecycle/erasure.c), for the rows up to the erasure
         UPDATE convctx.audit_log a
            SET identity_id = CASE WHEN a.identity_id OPERATOR(pg_catalog.=) e.identity_id THEN e.standin
                                   ELSE a.identity_id END,
@@ -278,7 +278,7 @@ BEGIN
     END IF;
     -- Without convctx preloaded, the first call of a backend is planned
     -- before convctx's planner hook exists, and Citus could send it to a
-    -- worker without its tenant (src/citus.c): such calls would fail there.
+    -- worker without its tenant (src/citus/citus.c): such calls would fail there.
     FOR preload IN
         SELECT pg_catalog.current_setting('shared_preload_libraries')
         UNION ALL

@@ -21,7 +21,7 @@
 -- expression that a superuser's ANALYZE runs as the table's owner, the
 -- caller would look like the superuser and act for every tenant). Each
 -- decides the tenant from the role that really called it and switches to
--- the extension's owner in C for the statements it runs (src/spi_util.c,
+-- the extension's owner in C for the statements it runs (src/core/spi_util.c,
 -- ActAsOwner).
 
 ------------------------------------------------------------------------------
@@ -815,7 +815,7 @@ COMMENT ON FUNCTION convctx.unschedule_retention() IS
 -- No role is granted the shared tables: with SELECT, row-level security
 -- hides other tenants' rows but not their planner estimates, ctids or
 -- sequence values. Administrators read through these functions
--- (src/admin.c), which decide the tenant from the role that called them,
+-- (src/lifecycle/admin.c), which decide the tenant from the role that called them,
 -- read as the extension's owner and return the rows of the tenant the
 -- caller acts for (every tenant for superusers and roles bound to every
 -- tenant). The views over them plan as a Function Scan with a fixed row
@@ -1392,7 +1392,7 @@ BEGIN
     END IF;
     -- Without convctx preloaded, the first call of a backend is planned
     -- before convctx's planner hook exists, and Citus could send it to a
-    -- worker without its tenant (src/citus.c): such calls would fail there.
+    -- worker without its tenant (src/citus/citus.c): such calls would fail there.
     FOR preload IN
         SELECT pg_catalog.current_setting('shared_preload_libraries')
         UNION ALL

@@ -108,7 +108,7 @@ COMMENT ON TABLE convctx_recall.tenant_index IS
     'the tenants with an HNSW index of their own for a model (index_tenants): turn_embedding_<model_no>_<index_no>, index_no random; built by the index worker while pending, used by recall once ready; the others are searched exactly';
 
 -- The tenants' indexes are built by a background worker of convctx's
--- library (src/recall_index.c) that start_index_worker starts and that
+-- library (src/recall/recall_index.c) that start_index_worker starts and that
 -- waits for the caller's transaction to end: as the extension's owner, it
 -- marks a pending tenant's rows with its number, builds the index with
 -- CREATE INDEX CONCURRENTLY beside the old one, drops the old one with

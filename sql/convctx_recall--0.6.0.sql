@@ -7,7 +7,7 @@
 -- beside the turns and deleted with them: a foreign key deletes them with
 -- their turn (retention purges, the anonymous cap), and redaction and
 -- erasure, which keep the turn as a tombstone, delete them in the same
--- transaction (src/recall.c). The functions that read and write them are
+-- transaction (src/recall/recall.c). The functions that read and write them are
 -- in convctx's library and act as convctx does: they decide the tenant
 -- from the calling role and switch to the extension's owner in C, with
 -- search_path = pg_catalog, pg_temp, naming every schema.
@@ -21,7 +21,7 @@
 -- As for convctx (convctx--0.5.0.sql): the schema must belong to the
 -- extension's owner, who must be convctx's owner (the functions run as that
 -- owner), and nobody else may create in it. The schema of extension vector
--- is named by the statements too; src/recall.c checks it before every use.
+-- is named by the statements too; src/recall/recall.c checks it before every use.
 DO $guard$
 DECLARE
     creators pg_catalog.text;
@@ -138,7 +138,7 @@ SELECT pg_catalog.pg_extension_config_dump('convctx_recall.turn_embedding', '');
 
 -- The tenants that have their own index of a model: index
 -- turn_embedding_<model_no>_<index_no>, over the rows of that index_no, a
--- random number. The index worker (src/recall_index.c) builds those that
+-- random number. The index worker (src/recall/recall_index.c) builds those that
 -- are pending; recall uses a tenant's index once it is ready (every row of
 -- the tenant marked with the number), else compares its rows one by one.
 CREATE TABLE convctx_recall.tenant_index (
@@ -241,7 +241,7 @@ COMMENT ON FUNCTION convctx_recall.add_model(text, integer, integer, integer) IS
     'register an embedding model with its dimensions and the HNSW settings (m, ef_construction, as pgvector takes them) of its tenants'' indexes; returns its number';
 
 -- The tenants' indexes are built by a background worker of convctx's
--- library (src/recall_index.c) that start_index_worker starts and that
+-- library (src/recall/recall_index.c) that start_index_worker starts and that
 -- waits for the caller's transaction to end: as the extension's owner, it
 -- marks a pending tenant's rows with its number, builds the index with
 -- CREATE INDEX CONCURRENTLY beside the old one, drops the old one with

@@ -14,12 +14,12 @@
 
 #include "fmgr.h"
 
-#include "convctx.h"
-#include "citus.h"
-#include "recall.h"
-#include "settings.h"
-#include "spi_util.h"
-#include "tenancy.h"
+#include "core/common.h"
+#include "citus/citus.h"
+#include "recall/recall.h"
+#include "core/settings.h"
+#include "core/spi_util.h"
+#include "core/tenancy.h"
 
 PG_MODULE_MAGIC;
 

@@ -2,7 +2,7 @@
 # Hash flooding: context_merge of 16,000 node ids that all share one value
 # of PostgreSQL's unkeyed hash_bytes() (made by test/bench/hash_flood/idmap_collide.c)
 # against 16,000 ordinary ids, in a throwaway cluster. With the per-backend
-# keyed SipHash of src/idmap.c both cost about the same; with an unkeyed
+# keyed SipHash of src/core/idmap.c both cost about the same; with an unkeyed
 # hash the colliding ids make the merge quadratic. Prints the median of 5
 # interleaved rounds of each, with the spread, and their ratio.
 # Timings are information only: exits non-zero only when the run fails.

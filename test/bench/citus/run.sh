@@ -124,7 +124,7 @@ for n in 0 1 2; do citus_node_db "$n" "$DB_2W"; done
 citus_add_nodes "$DB_2W" 1 2
 create_convctx "$DB_2W" distribute
 # The clients' role, bound to one tenant: with such a role Citus may run
-# each per-session call on the worker holding the session (src/citus.c).
+# each per-session call on the worker holding the session (src/citus/citus.c).
 # Roles are the whole node's; created where both workers are known, Citus
 # creates it on them too. Made after every CREATE EXTENSION, so that none
 # meets a convctx_app with members already.

@@ -4,7 +4,7 @@
  * hash_bytes is unkeyed and its mix and final steps are invertible, so
  * such ids are found by choosing the final state and running the steps
  * backwards. They showed the id sets of context_merge going quadratic
- * under hash_bytes; with the keyed SipHash of src/idmap.c they do not.
+ * under hash_bytes; with the keyed SipHash of src/core/idmap.c they do not.
  *
  *   cc -O2 -o /tmp/idmap_collide test/bench/hash_flood/idmap_collide.c
  *   /tmp/idmap_collide 16000 > /tmp/ids.txt

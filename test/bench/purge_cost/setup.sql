@@ -117,7 +117,7 @@ GRANT EXECUTE ON FUNCTION bench.cost(text) TO PUBLIC;
 -- The 0.3.0 statements that chose expired sessions and contexts (one plan
 -- for every tenant and for one: "$3 IS NULL OR tenant_id = $3"), run as
 -- prepared statements with the same parameters, as the baseline; and the
--- 0.4.0 statements that choose sessions (src/lifecycle.c of 0.4.0, now src/purge.c), to compare the
+-- 0.4.0 statements that choose sessions (src/lifecycle.c of 0.4.0, now src/lifecycle/purge.c), to compare the
 -- same step.
 CREATE FUNCTION bench.prepare_statements() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
