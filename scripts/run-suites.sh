@@ -5,7 +5,7 @@
 # suites (scripts/clients.sh: node-postgres, psycopg) and short runs of the
 # browser, storage and (with pgvector) recall benchmarks (test/bench/*/run.sh), and the check that
 # CONTRIBUTING.md's map of the tree names every file and suite
-# (scripts/check-layout.sh), that no C file of src/ or client/ depends on
+# (scripts/check-layout.sh), that the folders of src/ are layers and no C file of src/ or client/ depends on
 # itself through others (scripts/check-deps.sh, on the built objects) and that no
 # released install or update script changed (scripts/check-versions.sh);
 # then the diffs and logs of failures, and a final
