@@ -6,7 +6,7 @@
 #   - calls: file A depends on file B when an object of A uses a symbol B
 #     defines (nm), function pointers included;
 #   - includes: header or file A includes header B of the same tree.
-# Checks (7):
+# Checks (8):
 #   - no cycle among the files (each graph goes through tsort, which names
 #     the files of a cycle), calls and includes, in src/ and in client/;
 #   - the layers of src/: each folder of src/ has a level in LEVELS below,
@@ -15,6 +15,8 @@
 #     an include of a header of src/ names its folder ("core/args.h");
 #   - only the Citus module (src/citus/) asks whether the tables are
 #     distributed (the rest asks Variant(), src/core/variant.h);
+#   - recall is named only in src/recall/ and by the entry point, which
+#     registers it as the companion (src/core/companion.h);
 #   - the drawing of the levels in CONTRIBUTING.md ("## How the C files
 #     depend on each other", its ```text blocks) is the one this script
 #     prints with --levels.
@@ -33,11 +35,11 @@ LEVELS=(
     "core"
     "context"
     "turns"
-    "prompt recall"
+    "prompt"
     "lifecycle"
     "browser"
     "transfer"
-    "citus"
+    "citus recall"
     "."
 )
 SIDEWAYS=()
@@ -146,7 +148,7 @@ check_layers() {
     done < <(cat "$work/src.calls"; awk '{print $1, $2, ($3 == "here" ? "here" : "#include")}' "$work/src.includes")
     pairs=$(for f in $(cut -d/ -s -f1 "$work/src.files" | sort -u) .; do folder_uses "$f" | sed "s|^|$f |"; done | grep -c .)
     if [ ${#problems[@]} -eq 0 ]; then
-        pass "the layers of src/: ${#LEVELS[@]} levels, $n dependencies between folders ($pairs pairs of folders), each pointing down"
+        pass "the layers of src/: ${#LEVELS[@]} levels, $n calls and includes between folders ($pairs pairs of folders), each pointing down"
     else
         fail "the layers of src/ (bottom to top: $(printf '%s; ' "${LEVELS[@]}" | sed 's/; $//')):"
         printf '  %s\n' "${problems[@]}"
@@ -224,6 +226,15 @@ if [ -z "$others" ]; then
     pass "ConvctxDistributed() only in the Citus module"
 else
     fail "ConvctxDistributed() outside the Citus module: $others"
+fi
+
+# Recall plugs in by registration (src/core/companion.h): outside
+# src/recall/, only the entry point names it, to register it.
+others=$(grep -l -E 'Recall[A-Z]|"recall/' src/*/*.[ch] | grep -v -E '^src/recall/' || true)
+if [ -z "$others" ]; then
+    pass "recall named outside src/recall/ only by the entry point, which registers it"
+else
+    fail "recall named outside src/recall/ and the entry point: $others"
 fi
 
 if [ "$built" -eq 1 ]; then

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * convctx.c
- *	  Module entry point: defines the settings and sets up the modules
- *	  that keep state per backend. Nothing else calls into this file.
+ *	  Module entry point: defines the settings, sets up the modules
+ *	  that keep state per backend and registers the Citus variant and the
+ *	  companion (core/companion.h). Nothing else calls into this file.
  *
  * Copyright (c) 2026, the convctx authors
  *

@@ -45,7 +45,7 @@
 #include "core/jsonb_util.h"
 #include "core/metadata.h"
 #include "prompt/prompt_state.h"
-#include "recall/recall.h"
+#include "core/companion.h"
 #include "lifecycle/redaction.h"
 #include "core/settings.h"
 #include "core/spi_util.h"
@@ -534,7 +534,7 @@ EraseLinkedSessions(text *tenant, Datum sessions, text *erased)
 	SpiRunPlan(SpiKeptCustomPlan(&erase_links_plan, ERASE_LINKS_SQL, 3, argtypes),
 			   values, NULL, false, 0, SPI_OK_UPDATE);
 	PromptForgetSessions(tenant, sessions);
-	RecallForgetSessions(tenant, sessions);
+	CompanionForgetSessions(tenant, sessions);
 	return turns;
 }
 

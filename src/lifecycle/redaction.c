@@ -32,7 +32,7 @@
 #include "core/audit.h"
 #include "core/jsonb_util.h"
 #include "prompt/prompt_state.h"
-#include "recall/recall.h"
+#include "core/companion.h"
 #include "lifecycle/redaction.h"
 #include "core/spi_util.h"
 #include "core/tenancy.h"
@@ -169,7 +169,7 @@ RedactTurn(text *tenant, text *session_id, pg_uuid_t *turn_id)
 														  SPI_tuptable->tupdesc, 2, &isnull));
 
 		PromptForget(tenant, session_id, turn_no);
-		RecallForget(tenant, session_id, turn_no);
+		CompanionForgetTurns(tenant, session_id, turn_no);
 	}
 	else
 	{
@@ -213,7 +213,7 @@ RedactSession(text *tenant, text *session_id)
 				   values, NULL, false, 0, SPI_OK_SELECT);
 		turns = SpiFirstInt8();
 		PromptForget(tenant, session_id, 0);
-		RecallForget(tenant, session_id, 0);
+		CompanionForgetTurns(tenant, session_id, 0);
 	}
 	pushJsonbValue(&details, WJB_BEGIN_OBJECT, NULL);
 	JsonbPushKey(&details, "turns");

@@ -164,7 +164,21 @@ RecallRelInvalidate(Datum arg, Oid relid)
 		tenant_plans_stale = true;
 }
 
-/* From _PG_init. */
+/* What recall does when turns are forgotten, exported or imported. */
+static const ConvctxCompanion recall_companion = {
+	.name = "convctx_recall",
+	.forget_turns = RecallForget,
+	.forget_sessions = RecallForgetSessions,
+	.export_sql = RecallExportSql,
+	.import_embedding = RecallImportEmbedding,
+	.forget_version = RecallForgetVersion,
+};
+
+/*
+ * From _PG_init: recall registered as the companion, so that every backend
+ * that loaded the library forgets embeddings with their turns, whether or
+ * not it called a recall function before.
+ */
 void
 RecallInit(void)
 {
@@ -174,6 +188,7 @@ RecallInit(void)
 	for (i = 0; i < (int) lengthof(caches); i++)
 		CacheRegisterSyscacheCallback(caches[i], RecallInvalidate, (Datum) 0);
 	CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
+	CompanionRegister(&recall_companion);
 }
 
 /* Free the kept plans through tenants' indexes. */
@@ -1144,6 +1159,32 @@ RecallInstalled(void)
 }
 
 /*
+ * The embeddings of the session's turns, after its summary, by turn, as
+ * export_records carries them (the companion's export_sql): "embedding"
+ * is pgvector's text of the vector, a JSON array; models break ties by
+ * the line.
+ */
+#define EXPORT_EMBEDDINGS \
+	"  UNION ALL" \
+	"  SELECT 'embedding', pg_catalog.jsonb_build_object('type', 'embedding', 'session_id', e.session_id," \
+	"           'turn_id', e.turn_id, 'model', d.model," \
+	"           'embedding', e.embedding::pg_catalog.text::pg_catalog.jsonb, 'stored_at', e.stored_at)," \
+	"         5, t.turn_no, t.record_version, NULL" \
+	"    FROM convctx_recall.turn_embedding e" \
+	"    JOIN convctx_recall.model d ON d.model_no OPERATOR(pg_catalog.=) e.model_no" \
+	"    JOIN convctx.turn t ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
+	"     AND t.session_id OPERATOR(pg_catalog.=) e.session_id AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id" \
+	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND e.tenant_id OPERATOR(pg_catalog.=) $1" \
+	"     AND e.session_id OPERATOR(pg_catalog.=) g.k"
+
+/* EXPORT_EMBEDDINGS when convctx_recall is installed here, else NULL. */
+const char *
+RecallExportSql(void)
+{
+	return RecallInstalled() ? EXPORT_EMBEDDINGS : NULL;
+}
+
+/*
  * Whether two embeddings, pgvector's vectors, are equal element by element
  * (a negative zero equals zero, as in pgvector's = operator).
  */
@@ -1186,7 +1227,7 @@ VectorsEqual(Datum a, Datum b)
  * 22000 when the model here has other dimensions, 22023 when the
  * embedding has no cosine distance. SPI connected; the results are freed.
  */
-RecallImported
+CompanionImported
 RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 turn_no,
 					  text *model, char *embedding, TimestampTz stored_at)
 {
@@ -1199,15 +1240,15 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 	bool		found;
 	bool		isnull;
 	Datum		there;
-	RecallImported done;
+	CompanionImported done;
 
 	AcceptInvalidationMessages();
 	if (!RecallCatalog(true))
-		return RECALL_NOT_INSTALLED;
+		return COMPANION_NOT_INSTALLED;
 	found = ModelLookup(model, NULL, &model_no, &dims, NULL, true);
 	SPI_freetuptable(SPI_tuptable);
 	if (!found)
-		return RECALL_NO_MODEL;
+		return COMPANION_NO_MODEL;
 	getTypeInputInfo(vector_type, &typinput, &typioparam);
 	argtypes[4] = vector_type;
 	values[0] = PointerGetDatum(tenant);
@@ -1235,7 +1276,7 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 	found = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
 	if (found)
-		return RECALL_IMPORTED;
+		return COMPANION_IMPORTED;
 
 	/* why not: the turn here, and the embedding it has (as written, not read-only) */
 	SpiRunPlan(SpiKeptPlan(&import_state_plan,
@@ -1250,15 +1291,15 @@ RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id, int64 
 						   7, argtypes),
 			   values, NULL, false, 1, SPI_OK_SELECT);
 	if (SPI_processed == 0)
-		done = RECALL_REMOVED;
+		done = COMPANION_REMOVED;
 	else if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-		done = RECALL_REDACTED;
+		done = COMPANION_REDACTED;
 	else if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
-		done = RECALL_CHANGED;
+		done = COMPANION_CHANGED;
 	else
 	{
 		there = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-		done = !isnull && VectorsEqual(there, values[4]) ? RECALL_THERE : RECALL_CHANGED;
+		done = !isnull && VectorsEqual(there, values[4]) ? COMPANION_THERE : COMPANION_CHANGED;
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return done;

@@ -14,7 +14,7 @@
  * conversation (in session_id order): its session record, every turn
  * version and tombstone (turn_no, record_version), its retrievals and
  * clarifications (turn_no), its summary, the embeddings of its turns
- * (where convctx_recall is installed), its context. A context whose
+ * (where their companion is installed), its context. A context whose
  * conversation has no session row (purge leaves it to convctx.context_ttl)
  * is a group of its own.
  *
@@ -60,7 +60,7 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "recall/recall.h"
+#include "core/companion.h"
 #include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
@@ -152,24 +152,6 @@ static SPIPlanPtr export_plan, export_embeddings_plan, messages_plan;
 	"     AND m.session_id OPERATOR(pg_catalog.=) g.k" \
 	embeddings \
 	"  ORDER BY 3, 4, 5, 2) r"
-
-/*
- * The embeddings of the session's turns (convctx_recall), after its
- * summary, by turn: "embedding" is pgvector's text of the vector, a JSON
- * array; models break ties by the line.
- */
-#define EXPORT_EMBEDDINGS \
-	"  UNION ALL" \
-	"  SELECT 'embedding', pg_catalog.jsonb_build_object('type', 'embedding', 'session_id', e.session_id," \
-	"           'turn_id', e.turn_id, 'model', d.model," \
-	"           'embedding', e.embedding::pg_catalog.text::pg_catalog.jsonb, 'stored_at', e.stored_at)," \
-	"         5, t.turn_no, t.record_version, NULL" \
-	"    FROM convctx_recall.turn_embedding e" \
-	"    JOIN convctx_recall.model d ON d.model_no OPERATOR(pg_catalog.=) e.model_no" \
-	"    JOIN convctx.turn t ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id" \
-	"     AND t.session_id OPERATOR(pg_catalog.=) e.session_id AND t.turn_id OPERATOR(pg_catalog.=) e.turn_id" \
-	"   WHERE g.part OPERATOR(pg_catalog.=) 0 AND e.tenant_id OPERATOR(pg_catalog.=) $1" \
-	"     AND e.session_id OPERATOR(pg_catalog.=) g.k"
 
 /*
  * The same sessions as EXPORT_SQL ($1 to $5), a line each: the current,
@@ -771,11 +753,13 @@ PG_FUNCTION_INFO_V1(convctx_export_records);
 Datum
 convctx_export_records(PG_FUNCTION_ARGS)
 {
+	const char *extra;
+
 	VariantRefuse("convctx.export_records()",
 				  "convctx.export_messages() runs there; for the full record format, export from a copy of the database restored on a single server.");
 	/* the statement is chosen when the cursor opens, on the first call */
-	if (SRF_IS_FIRSTCALL() && RecallInstalled())
-		return ExportRows(fcinfo, &export_embeddings_plan, EXPORT_SQL(EXPORT_EMBEDDINGS));
+	if (SRF_IS_FIRSTCALL() && (extra = CompanionExportSql()) != NULL)
+		return ExportRows(fcinfo, &export_embeddings_plan, psprintf(EXPORT_SQL("%s"), extra));
 	return ExportRows(fcinfo, &export_plan, EXPORT_SQL(""));
 }
 

@@ -600,8 +600,8 @@ ImportContext(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCou
 }
 
 /*
- * The most dimensions an embedding may have: what convctx_recall.add_model
- * takes (pgvector's HNSW index takes no more).
+ * The most dimensions an embedding may have: what its companion's models
+ * take (pgvector's HNSW index takes no more).
  */
 #define IMPORT_MAX_DIMENSIONS 2000
 

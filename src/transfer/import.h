@@ -82,7 +82,7 @@ typedef struct TurnDataRow
 	TimestampTz recorded_at;
 } TurnDataRow;
 
-/* An embedding record of the group (convctx_recall). */
+/* An embedding record of the group (its companion's, core/companion.h). */
 typedef struct EmbeddingRow
 {
 	int			recno;
@@ -166,7 +166,7 @@ typedef struct ImportRecord
  * later state of it (finalized, corrected or written again here since the
  * export), redacted its turn, or removed its turn (retention, the
  * anonymous cap) after numbering it; for an embedding also: this database
- * has no convctx_recall, or not the model; for the session record of a
+ * has not their companion, or not the model; for the session record of a
  * merge also: the session has another title here, which is kept.
  */
 typedef enum SkipReason
@@ -175,7 +175,7 @@ typedef enum SkipReason
 	SKIP_CHANGED,
 	SKIP_REDACTED,
 	SKIP_REMOVED,
-	SKIP_NO_RECALL,
+	SKIP_NO_COMPANION,
 	SKIP_NO_MODEL,
 	SKIP_OTHER_TITLE,
 	SKIP_REASONS

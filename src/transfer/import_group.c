@@ -3,7 +3,7 @@
  * import_group.c
  *	  The end of a group of records (FinishGroup): its turns checked, then
  *	  written as a new session (import_write.c) or merged into the one that
- *	  exists (import_merge.c), and its embeddings stored (recall.c).
+ *	  exists (import_merge.c), and its embeddings stored (by the companion).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -39,7 +39,7 @@
 #include "core/metadata.h"
 #include "prompt/prompt_citations.h"
 #include "prompt/prompt_clarification.h"
-#include "recall/recall.h"
+#include "core/companion.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
 #include "core/spi_util.h"
@@ -305,19 +305,19 @@ FinishGroup(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCount
 /*
  * The group's embeddings, once its turns are written: each of a turn of
  * the file that is not a tombstone (22P04 otherwise), stored where this
- * database has convctx_recall and the model (RecallImportEmbedding), or
+ * database has their companion and the model (CompanionImportEmbedding), or
  * skipped with the reason.
  */
 void
 WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, ImportCounts *counts)
 {
 	static const SkipReason why[] = {
-		[RECALL_NOT_INSTALLED] = SKIP_NO_RECALL,
-		[RECALL_NO_MODEL] = SKIP_NO_MODEL,
-		[RECALL_THERE] = SKIP_THERE,
-		[RECALL_CHANGED] = SKIP_CHANGED,
-		[RECALL_REDACTED] = SKIP_REDACTED,
-		[RECALL_REMOVED] = SKIP_REMOVED,
+		[COMPANION_NOT_INSTALLED] = SKIP_NO_COMPANION,
+		[COMPANION_NO_MODEL] = SKIP_NO_MODEL,
+		[COMPANION_THERE] = SKIP_THERE,
+		[COMPANION_CHANGED] = SKIP_CHANGED,
+		[COMPANION_REDACTED] = SKIP_REDACTED,
+		[COMPANION_REMOVED] = SKIP_REMOVED,
 	};
 	MemoryContext each;
 	MemoryContext old;
@@ -339,7 +339,7 @@ WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Im
 		TurnRow    *keyp = &key;
 		TurnRow   **found = bsearch(&keyp, by_id, g->nturns, sizeof(TurnRow *), TurnRowById);
 		TurnRow    *t = found ? *found : NULL;
-		RecallImported done;
+		CompanionImported done;
 
 		MemoryContextReset(each);
 		if (t == NULL || t->tombstone)
@@ -349,9 +349,9 @@ WriteGroupEmbeddings(ImportOptions *opts, ImportRecord *rec, SessionGroup *g, Im
 						t == NULL ? NULL : "Redacting a turn deletes its embeddings.");
 		rec->recno = e->recno;
 		rec->type = REC_EMBEDDING;
-		done = RecallImportEmbedding(opts->tenant, g->session_id, e->turn_id, t->turn_no, e->model,
+		done = CompanionImportEmbedding(opts->tenant, g->session_id, e->turn_id, t->turn_no, e->model,
 									 e->embedding, e->stored_at);
-		if (done == RECALL_IMPORTED)
+		if (done == COMPANION_IMPORTED)
 			counts->imported[REC_EMBEDDING]++;
 		else
 			CountSkipped(counts, REC_EMBEDDING, why[done]);

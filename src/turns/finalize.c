@@ -35,7 +35,7 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "recall/recall.h"
+#include "core/companion.h"
 #include "core/metadata.h"
 #include "turns/session_row.h"
 #include "core/spi_util.h"
@@ -375,7 +375,7 @@ ReplaceTurn(text *tenant, TurnAnswer *a)
 		if (a->metadata && !unmerged)
 			CheckMetadataSize(merged);
 		/* the old version's embeddings go with it (convctx_recall) */
-		RecallForgetVersion(tenant, a->session_id, a->turn_id);
+		CompanionForgetVersion(tenant, a->session_id, a->turn_id);
 	}
 	SPI_finish();
 	return new_id;

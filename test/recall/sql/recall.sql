@@ -521,3 +521,28 @@ SELECT count(convctx.unbind_role_tenant(r)) FROM unnest(ARRAY['recall_app', 'rec
 DROP VIEW recall_plans;
 DROP TABLE ids, exact, scans, exported, bad_embedding;
 DROP ROLE recall_app, recall_admin, recall_nobody, recall_unbound, recall_service, recall_schema_owner;
+
+------------------------------------------------------------------------------
+-- Recall is registered when the library loads: a backend whose first call
+-- is a redaction or an erasure deletes the embeddings in its transaction
+------------------------------------------------------------------------------
+CREATE EXTENSION convctx_recall;
+SET convctx.tenant = 'fresh';
+SELECT convctx_recall.add_model('m3', 3);
+SELECT (convctx.begin_turn('s-f', 'r1', 'question f1', 1)).turn_id AS f1 \gset
+SELECT convctx_recall.store_embedding('s-f', :'f1', 'm3', '[1,0,0]');
+\c
+SELECT count(*) AS convctx_loaded FROM pg_settings WHERE name = 'convctx.max_session_turns';
+SET convctx.tenant = 'fresh';
+BEGIN;
+SELECT convctx.redact_turn('s-f', :'f1');
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE tenant_id = 'fresh';
+ROLLBACK;
+SELECT convctx.link_session('frank', 's-f');
+\c
+SET convctx.tenant = 'fresh';
+BEGIN;
+SELECT convctx.erase_identity('frank') IS NOT NULL AS erased;
+SELECT count(*) FROM convctx_recall.turn_embedding WHERE tenant_id = 'fresh';
+ROLLBACK;
+DROP EXTENSION convctx_recall;
