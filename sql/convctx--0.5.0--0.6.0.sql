@@ -364,4 +364,4 @@ COMMENT ON FUNCTION convctx.import_records(text[], text, boolean, text, jsonb) I
 -- Redaction, erasure and purge at a cost that needs no ANALYZE
 ------------------------------------------------------------------------------
 -- Nothing in the catalog: the library plans these statements on the
--- statistics their keys imply while a table has none of its own (spi_util.c).
+-- statistics their keys imply while a table has none of its own (planner.c).

@@ -21,7 +21,7 @@
 -- expression that a superuser's ANALYZE runs as the table's owner, the
 -- caller would look like the superuser and act for every tenant). Each
 -- decides the tenant from the role that really called it and switches to
--- the extension's owner in C for the statements it runs (src/core/spi_util.c,
+-- the extension's owner in C for the statements it runs (src/core/owner.c,
 -- ActAsOwner).
 
 ------------------------------------------------------------------------------

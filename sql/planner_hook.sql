@@ -1,5 +1,5 @@
 -- convctx plans its own keyed statements with enable_seqscan off (a
--- planner hook, src/core/spi_util.c), and nothing else: a statement planned
+-- planner hook, src/core/planner.c), and nothing else: a statement planned
 -- while one of them runs (a trigger's, a foreign-key check's) is planned
 -- with the session's settings.
 

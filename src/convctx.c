@@ -19,7 +19,8 @@
 #include "citus/citus.h"
 #include "recall/recall.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
+#include "core/catalog.h"
+#include "core/planner.h"
 #include "core/tenancy.h"
 
 PG_MODULE_MAGIC;
@@ -31,7 +32,8 @@ _PG_init(void)
 {
 	SettingsDefine();
 	TenancyInit();
-	SpiInit();
+	PlannerInit();
+	CatalogInit();
 	RecallInit();
 	CitusInit();
 }

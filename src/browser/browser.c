@@ -47,12 +47,13 @@
 #include "core/args.h"
 #include "browser/browser.h"
 #include "browser/browser_pages.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "lifecycle/erasure.h"
 #include "turns/recent_turns.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr list_plan, title_plan, title_exists_plan, turn_range_plan,
 			turns_plan, page_forward_plan, page_backward_plan, replay_size_plan, replay_plan;
 

@@ -48,7 +48,7 @@
 
 #include "core/common.h"
 #include "browser/browser_pages.h"
-#include "core/spi_util.h"
+#include "core/owner.h"
 #include "turns/turn_rels.h"
 #include "core/variant.h"
 

@@ -12,7 +12,7 @@
  * 's1' instead of on the coordinator ("delegation"). What changes in the
  * C code once the tables are distributed (ConvctxDistributed):
  *	- kept plans are custom plans: Citus cannot plan most of convctx's
- *	  statements with their parameters unbound (spi_util.c);
+ *	  statements with their parameters unbound (spi_plans.c);
  *	- nothing reads a table's heap or index directly: on a Citus node the
  *	  table is an empty shell and its rows live in shards (recent_turns.c,
  *	  tenancy.c).

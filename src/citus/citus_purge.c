@@ -32,9 +32,9 @@
 
 #include "core/common.h"
 #include "citus/citus.h"
+#include "core/spi_plans.h"
 #include "lifecycle/purge.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 
 /*
  * The oldest expired anonymous sessions, $2 of them: the pass takes as

@@ -50,11 +50,12 @@
 #include "context/context.h"
 #include "context/context_store.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
+#include "core/spi_plans.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
+#include "core/writable.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr context_load_plan, context_load_locked_plan, context_save_plan,
 			context_add_plan, context_lock_plan, context_upsert_plan;
 

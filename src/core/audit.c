@@ -27,9 +27,11 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
 #include "core/audit.h"
-#include "core/spi_util.h"
+#include "core/owner.h"
+#include "core/spi_plans.h"
 #include "core/variant.h"
 #include "core/worker.h"
 

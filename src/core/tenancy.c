@@ -69,14 +69,17 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
 #include "core/args.h"
 #include "core/audit.h"
 #include "core/jsonb_util.h"
+#include "core/owner.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
+#include "core/spi_plans.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
+#include "core/writable.h"
 
 #define ROLE_TENANT_TABLE "role_tenant"
 
@@ -91,7 +94,7 @@
 #define UNBIND_SQL \
 	"DELETE FROM convctx.role_tenant WHERE role_name OPERATOR(pg_catalog.=) $1 RETURNING tenant_id"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr bind_plan, unbind_plan;
 
 /* What a role, or a session, may act for. */

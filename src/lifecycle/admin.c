@@ -12,7 +12,7 @@
  * every tenant), then runs one fixed statement as the extension's owner
  * with that tenant as $1 (NULL for every tenant) and returns its rows.
  * They are C functions rather than SQL ones with SECURITY DEFINER because
- * such a function cannot tell who called it (ConvctxInvoker, spi_util.c).
+ * such a function cannot tell who called it (ConvctxInvoker, owner.c).
  *
  * Copyright (c) 2026, the convctx authors
  *
@@ -31,7 +31,8 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "core/spi_util.h"
+#include "core/owner.h"
+#include "core/spi_plans.h"
 #include "core/tenancy.h"
 
 /* $1 the tenant, NULL for every tenant; $2 a session id or NULL */
@@ -130,7 +131,7 @@
 	"  FROM convctx.role_tenant b WHERE" TENANT_OF("b") " AND NOT" ROLE_EXISTS("b") \
 	" ORDER BY b.role_name"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr sessions_plan, stats_plan, audit_plan, session_turns_plan,
 			bindings_plan, unresolved_bindings_plan;
 

@@ -40,6 +40,8 @@
 #include "core/common.h"
 #include "core/args.h"
 #include "core/audit.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "lifecycle/erasure.h"
 #include "core/idmap.h"
 #include "core/jsonb_util.h"
@@ -48,11 +50,10 @@
 #include "core/companion.h"
 #include "lifecycle/redaction.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr erase_find_plan, erase_lock_plan, erase_lock_one_plan, erase_sessions_plan,
 			erase_links_plan, erase_turns_plan, erase_tombstones_plan, erase_contexts_plan,
 			erase_audit_plan;

@@ -64,13 +64,15 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
 #include "core/args.h"
 #include "core/audit.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "lifecycle/purge.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
 

@@ -31,14 +31,15 @@
 #include "core/args.h"
 #include "core/audit.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "prompt/prompt_state.h"
 #include "core/companion.h"
 #include "lifecycle/redaction.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr title_clear_plan, redact_turn_plan, turn_exists_plan, redact_session_plan,
 			redaction_lock_plan;
 

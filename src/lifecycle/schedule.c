@@ -40,8 +40,8 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "core/spi_util.h"
 #include "core/worker.h"
+#include "core/writable.h"
 
 #define RETENTION_JOB_NAME "convctx-retention"
 #define RETENTION_JOB_COMMAND "CALL convctx.purge_all()"

@@ -28,10 +28,10 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "core/spi_util.h"
+#include "core/spi_plans.h"
 #include "core/tenancy.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr finalized_exists_plan, phrases_plan;
 
 /*

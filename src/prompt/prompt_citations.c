@@ -32,14 +32,16 @@
 #include "core/args.h"
 #include "core/idmap.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/turn_reader.h"
+#include "core/writable.h"
 #include "prompt/prompt_citations.h"
 #include "core/prompt_text.h"
 #include "turns/session_row.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr earlier_plan, store_retrieval_plan, history_plan,
 			history_session_plan;
 

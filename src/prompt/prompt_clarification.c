@@ -29,14 +29,15 @@
 #include "core/args.h"
 #include "core/idmap.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "prompt/prompt_clarification.h"
 #include "core/prompt_text.h"
 #include "turns/session_row.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr store_clarification_plan, load_plan;
 
 #define STORE_CLARIFICATION_SQL \

@@ -47,14 +47,16 @@
 #include "core/common.h"
 #include "core/args.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/turn_reader.h"
+#include "core/writable.h"
 #include "prompt/prompt_state.h"
 #include "core/prompt_text.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr window_plan, counts_plan, set_summary_plan, clear_summary_mark_plan,
 			summary_lock_plan, summary_stale_plan, to_summarize_plan, forget_turn_plan,
 			forget_session_plan, forget_sessions_plan;

@@ -62,10 +62,12 @@
 #include "utils/syscache.h"
 #include "utils/uuid.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
 #include "core/args.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "recall/recall.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
@@ -283,7 +285,7 @@ SchemaTrusted(Oid nsp)
 }
 
 /*
- * Check what the statements name, as spi_util.c's CatalogCheck does for
+ * Check what the statements name, as catalog.c's CatalogCheck does for
  * convctx; ERROR when convctx_recall is installed but not as it must be:
  *	- its version is the library's and it belongs to convctx's owner (the
  *	  statements run as that owner);

@@ -79,8 +79,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
-#include "core/spi_util.h"
 
 /* The session lock that lets one index worker per database run. */
 #define INDEX_WORKER_KEY 0x636f6e76 /* "conv" */

@@ -61,11 +61,12 @@
 #include "core/common.h"
 #include "core/args.h"
 #include "core/companion.h"
-#include "core/spi_util.h"
+#include "core/owner.h"
+#include "core/spi_plans.h"
 #include "core/tenancy.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr export_plan, export_embeddings_plan, messages_plan;
 
 /* Rows fetched from the cursor at a time. */

@@ -65,6 +65,8 @@
 #include "core/audit.h"
 #include "browser/browser.h"
 #include "context/context.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "lifecycle/erasure.h"
 #include "transfer/import.h"
 #include "core/jsonb_util.h"
@@ -73,12 +75,11 @@
 #include "prompt/prompt_clarification.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr session_insert_plan, session_existing_plan,
 			session_identity_plan, identity_erased_plan;
 

@@ -34,6 +34,7 @@
 #include "core/audit.h"
 #include "browser/browser.h"
 #include "context/context.h"
+#include "core/spi_plans.h"
 #include "transfer/import.h"
 #include "core/jsonb_util.h"
 #include "core/metadata.h"
@@ -42,12 +43,11 @@
 #include "core/companion.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr link_insert_plan, session_finish_plan;
 
 #define LINK_INSERT_SQL \

@@ -39,6 +39,7 @@
 #include "core/audit.h"
 #include "browser/browser.h"
 #include "context/context.h"
+#include "core/spi_plans.h"
 #include "lifecycle/erasure.h"
 #include "transfer/import.h"
 #include "core/jsonb_util.h"
@@ -47,12 +48,11 @@
 #include "prompt/prompt_clarification.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr stored_turns_plan, turn_update_plan, stored_retrieval_plan,
 			stored_clarification_plan, stored_summary_plan, session_merge_plan,
 			summary_covered_plan;

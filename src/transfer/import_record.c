@@ -45,7 +45,6 @@
 #include "prompt/prompt_clarification.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"

@@ -39,6 +39,7 @@
 #include "core/audit.h"
 #include "browser/browser.h"
 #include "context/context.h"
+#include "core/spi_plans.h"
 #include "transfer/import.h"
 #include "core/jsonb_util.h"
 #include "core/metadata.h"
@@ -46,12 +47,11 @@
 #include "prompt/prompt_clarification.h"
 #include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr retrieval_insert_plan, clarification_insert_plan, turns_insert_plan,
 			context_insert_plan, context_same_plan;
 

@@ -37,12 +37,13 @@
 #include "core/args.h"
 #include "core/companion.h"
 #include "core/metadata.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "turns/session_row.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr finalize_at_plan, finalize_plan, summary_count_answer_plan,
 			turn_state_plan, replace_plan;
 

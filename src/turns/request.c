@@ -30,8 +30,8 @@
 #include "core/common.h"
 #include "core/args.h"
 #include "context/context_store.h"
+#include "core/writable.h"
 #include "turns/recent_turns.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 

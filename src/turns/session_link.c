@@ -32,11 +32,12 @@
 #include "core/args.h"
 #include "core/audit.h"
 #include "core/jsonb_util.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "turns/session_link.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr session_touch_plan, link_plan, link_at_plan, backfill_plan;
 
 /*

@@ -28,11 +28,11 @@
 #include "utils/uuid.h"
 
 #include "core/common.h"
+#include "core/spi_plans.h"
 #include "turns/session_row.h"
-#include "core/spi_util.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr session_lock_plan, count_answer_plan,
 			count_answer_at_plan;
 

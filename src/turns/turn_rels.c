@@ -49,8 +49,8 @@
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
+#include "core/catalog.h"
 #include "core/common.h"
-#include "core/spi_util.h"
 #include "turns/turn_rels.h"
 #include "core/variant.h"
 

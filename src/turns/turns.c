@@ -51,15 +51,16 @@
 #include "core/common.h"
 #include "core/args.h"
 #include "core/metadata.h"
+#include "core/spi_plans.h"
+#include "core/writable.h"
 #include "turns/session_link.h"
 #include "turns/session_row.h"
 #include "core/settings.h"
-#include "core/spi_util.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"
 
-/* kept plans (spi_util.c), NULL until first used */
+/* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr live_turn_no_plan, find_request_plan, session_next_turn_plan,
 			session_create_plan, session_untouch_plan, insert_turn_plan,
 			insert_turn_values_plan, append_plan, append_at_plan,
