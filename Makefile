@@ -41,6 +41,12 @@ check-headers:
 			{ echo "convctx: header $${hp%%:*} not found: install the Debian package $${hp#*:}" >&2; exit 1; }; \
 	done
 
+# The compiler and flags of the C files of src/, one line
+# (scripts/check-includes.sh compiles each header alone with them).
+.PHONY: print-cflags
+print-cflags:
+	@echo $(CC) $(CFLAGS) $(CPPFLAGS)
+
 # The command-line tool (client/): a client program linked with libpq and
 # jansson, installed next to pg_dump.
 CLIENT_OBJS = $(patsubst %.c,%.o,$(sort $(wildcard client/*.c)))

@@ -7,7 +7,9 @@
 # CONTRIBUTING.md's map of the tree names every file and suite
 # (scripts/check-layout.sh), that the folders of src/ are layers and no C file of src/ or client/ depends on
 # itself through others (scripts/check-deps.sh, on the built objects) and that no
-# released install or update script changed (scripts/check-versions.sh);
+# released install or update script changed (scripts/check-versions.sh)
+# and that each C file of src/ includes what it uses and nothing else
+# (scripts/check-includes.sh);
 # then the diffs and logs of failures, and a final
 # "N passed, N failed" line.
 set -uo pipefail
@@ -34,6 +36,8 @@ run_suite() {
         bash scripts/check-deps.sh 2>&1 | tee "$log"
     elif [ "$name" = versions ]; then
         bash scripts/check-versions.sh 2>&1 | tee "$log"
+    elif [ "$name" = includes ]; then
+        bash scripts/check-includes.sh 2>&1 | tee "$log"
     elif [ "$name" = benchmarks ]; then
         # Small sizes, one short round: that each benchmark runs and reports
         # every target, never how fast (no timing is asserted).
@@ -60,7 +64,7 @@ run_suite() {
     elif [ "$name" = layout ]; then
         # one check: passes or fails as a whole
         if [ "$rc" -eq 0 ]; then ok=1; bad=0; else ok=0; bad=1; fi
-    elif [ "$name" = deps ] || [ "$name" = versions ]; then
+    elif [ "$name" = deps ] || [ "$name" = versions ] || [ "$name" = includes ]; then
         ok=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\1/p" "$log" | tail -n 1)
         bad=$(sed -n "s/^$name: \([0-9]*\) passed, \([0-9]*\) failed\$/\2/p" "$log" | tail -n 1)
         ok=${ok:-0}; bad=${bad:-0}
@@ -107,6 +111,7 @@ run_suite benchmarks
 run_suite layout
 run_suite deps
 run_suite versions
+run_suite includes
 
 for f in regression.diffs output_iso/regression.diffs; do
     if [ -s "$f" ]; then echo "== $f"; cat "$f"; fi

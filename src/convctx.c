@@ -15,7 +15,6 @@
 
 #include "fmgr.h"
 
-#include "core/common.h"
 #include "citus/citus.h"
 #include "recall/recall.h"
 #include "core/settings.h"

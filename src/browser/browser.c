@@ -50,7 +50,6 @@
 #include "core/spi_plans.h"
 #include "core/writable.h"
 #include "lifecycle/erasure.h"
-#include "turns/recent_turns.h"
 #include "core/tenancy.h"
 
 /* kept plans (spi_plans.c), NULL until first used */

@@ -67,7 +67,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "core/common.h"
 #include "citus/citus.h"
 #include "core/tenancy.h"
 #include "core/variant.h"

@@ -30,7 +30,6 @@
 #include "utils/hsearch.h"
 #include "utils/uuid.h"
 
-#include "core/common.h"
 #include "citus/citus.h"
 #include "core/spi_plans.h"
 #include "lifecycle/purge.h"

@@ -28,7 +28,6 @@
 #include "utils/builtins.h"
 
 #include "core/catalog.h"
-#include "core/common.h"
 #include "core/audit.h"
 #include "core/owner.h"
 #include "core/spi_plans.h"

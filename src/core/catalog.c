@@ -27,7 +27,6 @@
 #include "utils/syscache.h"
 
 #include "core/catalog.h"
-#include "core/common.h"
 
 static bool catalog_checked = false;
 static Oid	convctx_namespace = InvalidOid;

@@ -17,7 +17,6 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
-#include "core/common.h"
 #include "core/jsonb_util.h"
 
 const char *

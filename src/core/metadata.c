@@ -22,7 +22,6 @@
 #include "utils/jsonb.h"
 #include "utils/varlena.h"
 
-#include "core/common.h"
 #include "core/args.h"
 #include "core/jsonb_util.h"
 #include "core/metadata.h"

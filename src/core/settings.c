@@ -23,7 +23,6 @@
 #include "utils/varlena.h"
 #include <limits.h>
 
-#include "core/common.h"
 #include "core/settings.h"
 
 char	   *convctx_tenant = NULL;

@@ -78,7 +78,6 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
-#include "core/common.h"
 #include "core/worker.h"
 
 #define WORKER_MAX_ARGS 8

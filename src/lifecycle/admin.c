@@ -31,7 +31,6 @@
 
 #include "core/common.h"
 #include "core/args.h"
-#include "core/owner.h"
 #include "core/spi_plans.h"
 #include "core/tenancy.h"
 

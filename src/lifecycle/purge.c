@@ -65,7 +65,6 @@
 #include "utils/tuplestore.h"
 
 #include "core/catalog.h"
-#include "core/common.h"
 #include "core/args.h"
 #include "core/audit.h"
 #include "core/jsonb_util.h"

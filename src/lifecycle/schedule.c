@@ -38,7 +38,6 @@
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
-#include "core/common.h"
 #include "core/args.h"
 #include "core/worker.h"
 #include "core/writable.h"

@@ -80,7 +80,6 @@
 #include "utils/syscache.h"
 
 #include "core/catalog.h"
-#include "core/common.h"
 
 /* The session lock that lets one index worker per database run. */
 #define INDEX_WORKER_KEY 0x636f6e76 /* "conv" */

@@ -58,7 +58,6 @@
 #include "utils/portal.h"
 #include "utils/typcache.h"
 
-#include "core/common.h"
 #include "core/args.h"
 #include "core/companion.h"
 #include "core/owner.h"

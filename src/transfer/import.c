@@ -74,7 +74,6 @@
 #include "prompt/prompt_citations.h"
 #include "prompt/prompt_clarification.h"
 #include "turns/session_link.h"
-#include "core/settings.h"
 #include "core/tenancy.h"
 #include "turns/turns.h"
 #include "core/variant.h"

@@ -35,22 +35,11 @@
 #include "utils/uuid.h"
 
 #include "core/common.h"
-#include "core/args.h"
-#include "core/audit.h"
-#include "browser/browser.h"
-#include "context/context.h"
 #include "core/spi_plans.h"
 #include "lifecycle/erasure.h"
 #include "transfer/import.h"
-#include "core/jsonb_util.h"
-#include "core/metadata.h"
-#include "prompt/prompt_citations.h"
-#include "prompt/prompt_clarification.h"
-#include "turns/session_link.h"
 #include "core/settings.h"
-#include "core/tenancy.h"
 #include "turns/turns.h"
-#include "core/variant.h"
 
 /* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr stored_turns_plan, turn_update_plan, stored_retrieval_plan,

@@ -35,21 +35,9 @@
 #include "utils/uuid.h"
 
 #include "core/common.h"
-#include "core/args.h"
-#include "core/audit.h"
-#include "browser/browser.h"
-#include "context/context.h"
 #include "core/spi_plans.h"
 #include "transfer/import.h"
-#include "core/jsonb_util.h"
-#include "core/metadata.h"
-#include "prompt/prompt_citations.h"
-#include "prompt/prompt_clarification.h"
-#include "turns/session_link.h"
-#include "core/settings.h"
-#include "core/tenancy.h"
 #include "turns/turns.h"
-#include "core/variant.h"
 
 /* kept plans (spi_plans.c), NULL until first used */
 static SPIPlanPtr retrieval_insert_plan, clarification_insert_plan, turns_insert_plan,

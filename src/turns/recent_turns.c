@@ -81,7 +81,6 @@
 #include "turns/recent_turns.h"
 #include "core/tenancy.h"
 #include "turns/turn_rels.h"
-#include "core/variant.h"
 
 static SPIPlanPtr recent_plan = NULL;
 

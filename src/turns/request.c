@@ -27,7 +27,6 @@
 #include "funcapi.h"
 #include "utils/snapmgr.h"
 
-#include "core/common.h"
 #include "core/args.h"
 #include "context/context_store.h"
 #include "core/writable.h"

@@ -50,7 +50,6 @@
 #include "utils/tuplestore.h"
 
 #include "core/catalog.h"
-#include "core/common.h"
 #include "turns/turn_rels.h"
 #include "core/variant.h"
 
