@@ -158,6 +158,8 @@ RecallInvalidate(Datum arg, int cacheid, uint32 hashvalue)
 	vector_checked = false;
 }
 
+static bool rel_callback_registered = false;
+
 /* turn_embedding's indexes may have changed: its tenant plans go (RecallPlan). */
 static void
 RecallRelInvalidate(Datum arg, Oid relid)
@@ -189,7 +191,6 @@ RecallInit(void)
 
 	for (i = 0; i < (int) lengthof(caches); i++)
 		CacheRegisterSyscacheCallback(caches[i], RecallInvalidate, (Datum) 0);
-	CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
 	CompanionRegister(&recall_companion);
 }
 
@@ -338,6 +339,17 @@ RecallCatalog(bool vector_too)
 			relid = get_relname_relid("turn_embedding", nsp);
 			if (!OidIsValid(relid))
 				elog(ERROR, "convctx_recall.turn_embedding does not exist");
+
+			/*
+			 * Registered once the extension is found here, not at load: a
+			 * backend has ten relcache callbacks in all, and Citus, where
+			 * recall never runs, takes five.
+			 */
+			if (!rel_callback_registered)
+			{
+				CacheRegisterRelcacheCallback(RecallRelInvalidate, (Datum) 0);
+				rel_callback_registered = true;
+			}
 		}
 		/* a model's number may name other dimensions in a table made again */
 		if (relid != embedding_relid)
