@@ -242,8 +242,8 @@ RecallFreePlans(void)
  * to a superuser or to convctx's owner (or is owned by pg_database_owner
  * in a database a superuser owns), and no other role may create in it.
  */
-static bool
-SchemaTrusted(Oid nsp)
+bool
+RecallSchemaTrusted(Oid nsp)
 {
 	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
 	Form_pg_namespace form;
@@ -293,7 +293,7 @@ SchemaTrusted(Oid nsp)
  *	- the schema named convctx_recall is the extension's;
  *	- with vector_too, for the statements that name pgvector's type and
  *	  operator: the schema of extension vector is one that only a
- *	  superuser can change (SchemaTrusted); its owner could otherwise
+ *	  superuser can change (RecallSchemaTrusted); its owner could otherwise
  *	  rename it and create another of its name, with a type and an
  *	  operator that the statements would then call as the owner. The
  *	  deletes of redaction and erasure name nothing of pgvector's and do
@@ -365,7 +365,7 @@ RecallCatalog(bool vector_too)
 				errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				errmsg("extension \"vector\" is not installed"),
 				errhint("Run CREATE EXTENSION vector."));
-	if (!SchemaTrusted(vector_nsp))
+	if (!RecallSchemaTrusted(vector_nsp))
 		ereport(ERROR,
 				errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				errmsg("schema \"%s\" of extension \"vector\" can be changed by roles that are not superusers",

@@ -29,6 +29,12 @@ extern void RecallForget(text *tenant, text *session_id, int64 turn_no);
 extern void RecallForgetSessions(text *tenant, Datum sessions);
 extern void RecallForgetVersion(text *tenant, text *session_id, pg_uuid_t *turn_id);
 extern bool RecallInstalled(void);
+
+/*
+ * Whether only a superuser (or convctx's owner) can change schema nsp,
+ * pgvector's, whose type and operators the statements name as the owner.
+ */
+extern bool RecallSchemaTrusted(Oid nsp);
 extern const char *RecallExportSql(void);
 extern CompanionImported RecallImportEmbedding(text *tenant, text *session_id, pg_uuid_t *turn_id,
 											   int64 turn_no, text *model, char *embedding,

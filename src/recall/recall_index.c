@@ -80,6 +80,7 @@
 #include "utils/syscache.h"
 
 #include "core/catalog.h"
+#include "recall/recall.h"
 
 /* The session lock that lets one index worker per database run. */
 #define INDEX_WORKER_KEY 0x636f6e76 /* "conv" */
@@ -237,8 +238,8 @@ RunTopLevel(const char *sql)
 /*
  * The statement that builds the index: the model's dimensions and HNSW
  * settings, pgvector's schema checked to be one only a superuser can
- * change (as src/recall/recall.c checks it); NULL when the entry is gone or
- * built meanwhile. Marks the rows (step 1). In a transaction.
+ * change (RecallSchemaTrusted, as recall checks it); NULL when the entry
+ * is gone or built meanwhile. Marks the rows (step 1). In a transaction.
  */
 static char *
 BuildStart(PendingBuild *b)
@@ -256,18 +257,7 @@ BuildStart(PendingBuild *b)
 		   "  pg_catalog.format('turn_embedding_%s_%s_new', x.model_no, i.index_no),"
 		   "  pg_catalog.quote_ident(n.nspname), x.dimensions, pg_catalog.quote_ident(n.nspname),"
 		   "  x.m, x.ef_construction, i.index_no),"
-		   "  (CASE WHEN n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole"
-		   "        THEN (SELECT a.rolsuper FROM pg_catalog.pg_database d, pg_catalog.pg_authid a"
-		   "               WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()"
-		   "                 AND a.oid OPERATOR(pg_catalog.=) d.datdba)"
-		   "        ELSE (SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) n.nspowner)"
-		   "             OR n.nspowner OPERATOR(pg_catalog.=) (SELECT y.extowner FROM pg_catalog.pg_extension y"
-		   "                                                    WHERE y.extname OPERATOR(pg_catalog.=) 'convctx') END)"
-		   "  AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(n.nspacl) c"
-		   "                   LEFT JOIN pg_catalog.pg_authid a ON a.oid OPERATOR(pg_catalog.=) c.grantee"
-		   "                  WHERE c.privilege_type OPERATOR(pg_catalog.=) 'CREATE'"
-		   "                    AND c.grantee OPERATOR(pg_catalog.<>) n.nspowner"
-		   "                    AND NOT coalesce(a.rolsuper, false))"
+		   "  n.oid"
 		   "  FROM convctx_recall.model x, convctx_recall.tenant_index i,"
 		   "       pg_catalog.pg_extension e, pg_catalog.pg_namespace n"
 		   " WHERE x.model_no OPERATOR(pg_catalog.=) $1 AND i.model_no OPERATOR(pg_catalog.=) $1"
@@ -277,9 +267,10 @@ BuildStart(PendingBuild *b)
 		   3, argtypes, values, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 	{
-		Datum		trusted = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		Oid			vector_nsp = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																SPI_tuptable->tupdesc, 2, &isnull));
 
-		if (isnull || !DatumGetBool(trusted))
+		if (!RecallSchemaTrusted(vector_nsp))
 			ereport(ERROR,
 					errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					errmsg("the schema of extension \"vector\" can be changed by roles that are not superusers"),
